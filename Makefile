@@ -1,0 +1,40 @@
+# RLAnything: two commands do all set-up on a fresh machine.
+#   make test   create .venv, install pinned deps, check generated stubs, run the tests
+#   make run    create .venv, install, then start the local system (NATS + four services)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+TORCH_VERSION := 2.13.0
+PROTO_SRC := $(wildcard proto/rlanything/v1/*.proto)
+CONFIG ?= configs/default.yaml
+PYTEST_ARGS ?=
+
+.PHONY: setup test run proto check-proto bench clean
+
+setup: $(STAMP)
+
+# Re-runs only when pyproject.toml changes (or .venv is missing).
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade "pip>=24"
+	$(PIP) install --quiet torch==$(TORCH_VERSION)
+	$(PIP) install --quiet -e '.[dev]'
+	@touch $@
+
+proto: setup
+	$(PY) -m services.common.protogen write
+
+check-proto: setup
+	$(PY) -m services.common.protogen check
+
+test: setup check-proto
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+run: setup check-proto
+	$(VENV)/bin/rlanything up $(CONFIG)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""Generated protobuf contracts of RLAnything."""

@@ -1,0 +1,1 @@
+"""Generated stubs of package rlanything.v1 (run `make proto`)."""

@@ -1,0 +1,109 @@
+from rlanything.v1 import events_pb2 as _events_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TaskInfo(_message.Message):
+    __slots__ = ("ref", "knobs", "status", "oracle_plan_length", "split", "parent_version")
+    class KnobsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    REF_FIELD_NUMBER: _ClassVar[int]
+    KNOBS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ORACLE_PLAN_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ref: _events_pb2.TaskRef
+    knobs: _containers.ScalarMap[str, float]
+    status: str
+    oracle_plan_length: int
+    split: str
+    parent_version: int
+    def __init__(self, ref: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., knobs: _Optional[_Mapping[str, float]] = ..., status: _Optional[str] = ..., oracle_plan_length: _Optional[int] = ..., split: _Optional[str] = ..., parent_version: _Optional[int] = ...) -> None: ...
+
+class ListTasksRequest(_message.Message):
+    __slots__ = ("family", "split", "limit")
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    family: str
+    split: str
+    limit: int
+    def __init__(self, family: _Optional[str] = ..., split: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListTasksResponse(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ...) -> None: ...
+
+class ResetRequest(_message.Message):
+    __slots__ = ("task", "seed")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    task: _events_pb2.TaskRef
+    seed: int
+    def __init__(self, task: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class ResetResponse(_message.Message):
+    __slots__ = ("session_id", "task_text", "observation", "admissible_actions", "single_turn", "max_steps")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TEXT_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    ADMISSIBLE_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    SINGLE_TURN_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    task_text: str
+    observation: str
+    admissible_actions: _containers.RepeatedScalarFieldContainer[str]
+    single_turn: bool
+    max_steps: int
+    def __init__(self, session_id: _Optional[str] = ..., task_text: _Optional[str] = ..., observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., single_turn: _Optional[bool] = ..., max_steps: _Optional[int] = ...) -> None: ...
+
+class StepRequest(_message.Message):
+    __slots__ = ("session_id", "action")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    action: str
+    def __init__(self, session_id: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+
+class StepResponse(_message.Message):
+    __slots__ = ("observation", "admissible_actions", "reward", "terminated", "truncated", "won", "oracle_label", "oracle_plan_length")
+    OBSERVATION_FIELD_NUMBER: _ClassVar[int]
+    ADMISSIBLE_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    TERMINATED_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    WON_FIELD_NUMBER: _ClassVar[int]
+    ORACLE_LABEL_FIELD_NUMBER: _ClassVar[int]
+    ORACLE_PLAN_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    observation: str
+    admissible_actions: _containers.RepeatedScalarFieldContainer[str]
+    reward: float
+    terminated: bool
+    truncated: bool
+    won: bool
+    oracle_label: _events_pb2.StepLabel
+    oracle_plan_length: int
+    def __init__(self, observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., won: _Optional[bool] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ..., oracle_plan_length: _Optional[int] = ...) -> None: ...
+
+class CloseRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class CloseResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

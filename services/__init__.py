@@ -1,0 +1,1 @@
+"""RLAnything services: env, policy, reward, critic, and the code they share (`common`)."""

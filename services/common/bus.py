@@ -1,0 +1,267 @@
+"""The event bus on NATS JetStream: stream set-up, de-duplicated publish, durable consumers.
+
+Delivery is at-least-once. A `Consumer` acks a message only after its handler returned (the
+handler awaits its own publishes, so its effect is durable first), naks it with backoff when the
+handler fails, and moves it to the dead-letter stream, with the reason in headers and the payload
+untouched, when the payload is malformed, when the handler raises `InvalidEventError`, or when
+the message has failed `max_deliveries` times. Patterns follow nats.py's JetStream tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import nats
+from google.protobuf.message import DecodeError, Message
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext, api
+from nats.js.errors import BadRequestError, FetchTimeoutError
+
+from services.common.config import ConsumerConfig, NatsConfig
+from services.common.errors import InvalidEventError
+from services.common.metrics import EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
+from services.common.streams import STREAMS, StreamSpec, dlq_subject
+
+__all__ = ["EventBus", "Consumer", "Delivery", "DLQ_HEADERS"]
+
+log = logging.getLogger("rlanything.bus")
+
+M = TypeVar("M", bound=Message)
+
+# Headers a dead-lettered message carries (the payload is the original bytes).
+DLQ_HEADERS = (
+    "Rla-Dlq-Reason",
+    "Rla-Dlq-Stream",
+    "Rla-Dlq-Consumer",
+    "Rla-Dlq-Stream-Seq",
+    "Rla-Dlq-Deliveries",
+    "Rla-Dlq-Subject",
+)
+_STREAM_NAME_IN_USE = 10058  # JetStream: stream name already in use with a different configuration
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Where a message came from, for handlers that need it (idempotency keys, logging)."""
+
+    subject: str
+    stream_seq: int
+    num_delivered: int
+    msg_id: str | None
+
+
+class EventBus:
+    """A NATS connection with its JetStream context and the project's streams.
+
+    Create with `EventBus.connect(...)`; close with `await bus.close()`.
+    """
+
+    def __init__(self, nc: NATS, js: JetStreamContext, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig):
+        self.nc = nc
+        self.js = js
+        self.nats_cfg = nats_cfg
+        self.consumer_cfg = consumer_cfg
+        self._consumers: list[Consumer] = []  # type: ignore[type-arg]
+
+    @classmethod
+    async def connect(cls, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig, name: str) -> "EventBus":
+        """Connect to ``nats_cfg.url`` as client ``name`` (timeout ``connect_timeout_s`` seconds).
+
+        Raises:
+            nats.errors.NoServersError: the server cannot be reached.
+        """
+        nc = await nats.connect(
+            nats_cfg.url,
+            name=name,
+            connect_timeout=nats_cfg.connect_timeout_s,
+            allow_reconnect=True,
+            max_reconnect_attempts=-1,
+        )
+        return cls(nc, nc.jetstream(), nats_cfg, consumer_cfg)
+
+    async def ensure_streams(self, specs: tuple[StreamSpec, ...] = STREAMS) -> None:
+        """Create each stream, or update it in place when its config changed (idempotent)."""
+        for spec in specs:
+            config = api.StreamConfig(
+                name=spec.name,
+                subjects=list(spec.subjects),
+                retention=api.RetentionPolicy.WORK_QUEUE if spec.retention == "workqueue" else api.RetentionPolicy.LIMITS,
+                storage=api.StorageType.FILE,
+                max_age=spec.max_age_s or None,
+                duplicate_window=self.nats_cfg.duplicate_window_s,
+                num_replicas=self.nats_cfg.stream_replicas,
+            )
+            try:
+                await self.js.add_stream(config)
+            except BadRequestError as exc:
+                if exc.err_code != _STREAM_NAME_IN_USE:
+                    raise
+                await self.js.update_stream(config)
+
+    async def publish(self, subject: str, message: Message, msg_id: str,
+                      headers: dict[str, str] | None = None) -> api.PubAck:
+        """Publish ``message`` and wait for the stream's ack (the event is durable on return).
+
+        A second publish with the same ``msg_id`` inside the duplicate window is stored once
+        (the returned ack has ``duplicate=True``).
+
+        Raises:
+            ValueError: ``msg_id`` is empty.
+            nats.js.errors.NoStreamResponseError: no stream captures ``subject``.
+        """
+        if not msg_id:
+            raise ValueError(f"publish to {subject}: msg_id must be a non-empty stable id")
+        return await self.js.publish(
+            subject, message.SerializeToString(), headers={**(headers or {}), "Nats-Msg-Id": msg_id}
+        )
+
+    def consumer(self, *, stream: str, durable: str, subject: str, message_type: type[M],
+                 handler: Callable[[M, Delivery], Awaitable[None]],
+                 config: ConsumerConfig | None = None) -> "Consumer[M]":
+        """A durable pull consumer of ``subject`` on ``stream`` (call `setup()` then `run()`)."""
+        consumer = Consumer(self, stream, durable, subject, message_type, handler, config or self.consumer_cfg)
+        self._consumers.append(consumer)
+        return consumer
+
+    async def close(self) -> None:
+        """Flush and close the connection (just close it when the server is already gone)."""
+        if self.nc.is_closed:
+            return
+        for consumer in self._consumers:  # a live pull subscription would hold drain() for 30 s
+            await consumer.unbind()
+        if self.nc.is_connected:
+            await self.nc.drain()
+        else:
+            await self.nc.close()
+
+
+class Consumer(Generic[M]):
+    """A durable pull consumer that decodes each message as ``message_type`` and runs a handler.
+
+    Outcomes per message:
+      * handler returned → ``ack`` (waited for);
+      * payload cannot be decoded, or handler raised `InvalidEventError` → dead-letter stream, ack;
+      * other exception → ``nak`` with ``backoff_s[n-1]`` seconds, or the dead-letter stream once
+        the message has been delivered ``max_deliveries`` times;
+      * a message already delivered more than ``max_deliveries`` times (its handler crashed the
+        process each time) → dead-letter stream before the handler runs.
+    While a handler runs, ``in_progress`` is sent every ack_wait/3 seconds so long work is not
+    redelivered to another worker.
+    """
+
+    def __init__(self, bus: EventBus, stream: str, durable: str, subject: str, message_type: type[M],
+                 handler: Callable[[M, Delivery], Awaitable[None]], config: ConsumerConfig) -> None:
+        self.bus = bus
+        self.stream = stream
+        self.durable = durable
+        self.subject = subject
+        self.message_type = message_type
+        self.handler = handler
+        self.config = config
+        self._sub: JetStreamContext.PullSubscription | None = None
+
+    async def setup(self) -> None:
+        """Create the durable consumer, or update it to this config (idempotent), and bind to it."""
+        cfg = api.ConsumerConfig(
+            durable_name=self.durable,
+            filter_subject=self.subject,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            deliver_policy=api.DeliverPolicy.ALL,
+            ack_wait=self.config.ack_wait_s,
+            max_deliver=-1,  # the bound is enforced here, so the message reaches the DLQ
+            max_ack_pending=max(1000, self.config.fetch_batch * 4),
+        )
+        await self.bus.js.add_consumer(self.stream, cfg)
+        self._sub = await self.bus.js.pull_subscribe_bind(durable=self.durable, stream=self.stream)
+
+    async def unbind(self) -> None:
+        """Drop this process's pull subscription; the durable consumer stays on the server."""
+        if self._sub is not None:
+            sub, self._sub = self._sub, None
+            await sub.unsubscribe()
+
+    async def fetch(self) -> list[Msg]:
+        """One pull request: up to ``fetch_batch`` messages, [] when none came in ``fetch_timeout_s``."""
+        assert self._sub is not None, "call setup() first"
+        try:
+            return await self._sub.fetch(self.config.fetch_batch, timeout=self.config.fetch_timeout_s)
+        except (FetchTimeoutError, asyncio.TimeoutError, nats.errors.TimeoutError):
+            return []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Fetch and process messages until ``stop`` is set (the current batch finishes first)."""
+        if self._sub is None:
+            await self.setup()
+        while not stop.is_set():
+            for msg in await self.fetch():
+                await self.process(msg)
+
+    async def process(self, msg: Msg) -> str:
+        """Handle one message; returns the outcome: ``acked``, ``nacked`` or ``dead_lettered``."""
+        meta = msg.metadata
+        n = meta.num_delivered
+        delivery = Delivery(msg.subject, meta.sequence.stream, n, (msg.headers or {}).get("Nats-Msg-Id"))
+        max_n = self.config.max_deliveries
+        if n > max_n:
+            return await self._dead_letter(msg, n, "max_deliveries",
+                                           f"delivered {n} times, over max_deliveries={max_n}; "
+                                           "earlier attempts never finished (the worker died?)")
+        try:
+            event = self.message_type.FromString(msg.data)
+        except DecodeError as exc:
+            return await self._dead_letter(
+                msg, n, "malformed",
+                f"malformed payload: not a {self.message_type.DESCRIPTOR.full_name} ({exc})")
+        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        start = time.perf_counter()
+        try:
+            await self.handler(event, delivery)
+        except InvalidEventError as exc:
+            return await self._dead_letter(msg, n, "invalid", f"invalid event: {exc}")
+        except Exception as exc:  # noqa: BLE001 - turned into a nak or a dead-letter record
+            error = f"{type(exc).__name__}: {exc}"
+            if n >= max_n:
+                return await self._dead_letter(
+                    msg, n, "max_deliveries", f"failed {n} times (max_deliveries={max_n}); last error: {error}")
+            delay = self.config.backoff_s[min(n, len(self.config.backoff_s)) - 1]
+            log.warning("handler failed; nak", extra={"consumer": self.durable, "delivery": n,
+                                                      "delay_s": delay, "error": error})
+            await msg.nak(delay=delay)
+            EVENTS_HANDLED.labels(self.durable, "nacked").inc()
+            return "nacked"
+        finally:
+            heartbeat.cancel()
+            EVENT_HANDLER_SECONDS.labels(self.durable).observe(time.perf_counter() - start)
+        await msg.ack_sync()
+        EVENTS_HANDLED.labels(self.durable, "acked").inc()
+        return "acked"
+
+    async def _heartbeat(self, msg: Msg) -> None:
+        period = self.config.ack_wait_s / 3
+        while True:
+            await asyncio.sleep(period)
+            await msg.in_progress()
+
+    async def _dead_letter(self, msg: Msg, deliveries: int, kind: str, reason: str) -> str:
+        meta = msg.metadata
+        headers = {
+            "Rla-Dlq-Reason": reason,
+            "Rla-Dlq-Stream": meta.stream,
+            "Rla-Dlq-Consumer": self.durable,
+            "Rla-Dlq-Stream-Seq": str(meta.sequence.stream),
+            "Rla-Dlq-Deliveries": str(deliveries),
+            "Rla-Dlq-Subject": msg.subject,
+            "Nats-Msg-Id": f"dlq/{meta.stream}/{meta.sequence.stream}",
+        }
+        await self.bus.js.publish(dlq_subject(msg.subject), msg.data, headers=headers)
+        await msg.ack_sync()
+        log.error("dead-lettered", extra={"consumer": self.durable, "seq": meta.sequence.stream, "reason": reason})
+        EVENTS_DEAD_LETTERED.labels(self.durable, kind).inc()
+        EVENTS_HANDLED.labels(self.durable, "dead_lettered").inc()
+        return "dead_lettered"

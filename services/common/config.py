@@ -1,0 +1,182 @@
+"""Run configuration: one YAML file per run, dotted overrides, strict pydantic validation.
+
+Every service reads only its own section. Unknown keys and wrong types fail at start-up with a
+message that names the dotted field and the bad value (STYLE.md guideline 7). This module must
+stay importable without torch or grpc.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from services.common.errors import ConfigError
+
+__all__ = [
+    "StrictModel",
+    "NatsConfig",
+    "ConsumerConfig",
+    "ServerConfig",
+    "ServiceConfig",
+    "LauncherConfig",
+    "RunConfig",
+    "SERVICE_NAMES",
+    "load_config",
+    "apply_overrides",
+    "dump_config",
+]
+
+SERVICE_NAMES: tuple[str, ...] = ("env", "policy", "reward", "critic")
+
+
+class StrictModel(BaseModel):
+    """Base of every config model: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class NatsConfig(StrictModel):
+    """Where the NATS JetStream server is and how streams are set up."""
+
+    url: str = Field("nats://127.0.0.1:4222", description="NATS server URL.")
+    connect_timeout_s: float = Field(5.0, gt=0, description="Seconds to wait for a connection.")
+    duplicate_window_s: float = Field(
+        120.0, gt=0, description="Seconds during which a repeated Nats-Msg-Id is dropped."
+    )
+    stream_replicas: int = Field(1, ge=1, le=5, description="JetStream replicas per stream.")
+
+
+class ConsumerConfig(StrictModel):
+    """Delivery settings of durable pull consumers (every event handler)."""
+
+    ack_wait_s: float = Field(30.0, gt=0, description="Seconds before an unacked message is redelivered.")
+    max_deliveries: int = Field(
+        5, ge=1, description="Deliveries after which a failing message goes to the dead-letter stream."
+    )
+    backoff_s: list[float] = Field(
+        default_factory=lambda: [0.5, 2.0, 8.0],
+        min_length=1,
+        description="Nak delays in seconds for the 1st, 2nd, ... transient failure (last repeats).",
+    )
+    fetch_batch: int = Field(16, ge=1, le=1024, description="Messages fetched per pull request.")
+    fetch_timeout_s: float = Field(1.0, gt=0, description="Seconds one pull request waits for messages.")
+
+
+class ServerConfig(StrictModel):
+    """Network endpoints of one service process."""
+
+    host: str = Field("127.0.0.1", description="Address the gRPC and metrics servers bind to.")
+    grpc_port: int = Field(0, ge=0, le=65535, description="gRPC port (0 = any free port).")
+    metrics_port: int = Field(0, ge=0, le=65535, description="Prometheus /metrics port (0 = any free port).")
+    grace_s: float = Field(
+        5.0, gt=0, description="Seconds in-flight RPCs get on SIGTERM; keep below the pod's grace period."
+    )
+
+
+class ServiceConfig(StrictModel):
+    """Settings every service has; each service's own knobs extend this class."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class LauncherConfig(StrictModel):
+    """How `rlanything up` runs the services locally."""
+
+    services: list[Literal["env", "policy", "reward", "critic"]] = Field(
+        default_factory=lambda: list(SERVICE_NAMES), description="Services to start."
+    )
+    health_timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for every service to be SERVING.")
+    stop_timeout_s: float = Field(10.0, gt=0, description="Seconds to wait after SIGTERM before SIGKILL.")
+    runs_dir: str = Field("runs", description="Folder that holds one sub-folder per run.")
+
+
+class RunConfig(StrictModel):
+    """One run: the whole system's configuration (one YAML file)."""
+
+    run_name: str = Field("rlanything", min_length=1, description="Human-readable name of the run.")
+    seed: int = Field(0, ge=0, description="Global random seed.")
+    nats: NatsConfig = Field(default_factory=NatsConfig)
+    consumer: ConsumerConfig = Field(default_factory=ConsumerConfig)
+    env: ServiceConfig = Field(default_factory=ServiceConfig)
+    policy: ServiceConfig = Field(default_factory=ServiceConfig)
+    reward: ServiceConfig = Field(default_factory=ServiceConfig)
+    critic: ServiceConfig = Field(default_factory=ServiceConfig)
+    launcher: LauncherConfig = Field(default_factory=LauncherConfig)
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid config {source}:"]
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "<root>"
+        value = e.get("input")
+        shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  {field}: unknown key (value {shown}); check the spelling or remove it")
+        else:
+            lines.append(f"  {field}: {e['msg']} (got {shown})")
+    return "\n".join(lines)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply dotted ``key.sub=value`` overrides to a nested dict (values parsed as YAML).
+
+    Raises:
+        ConfigError: when an override has no ``=`` or walks through a non-mapping value.
+    """
+    result = json.loads(json.dumps(data))  # deep copy of plain data
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r}: expected dotted.key=value")
+        parts = key.strip().split(".")
+        node = result
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"override {item!r}: {where} is {child!r}, not a section")
+            node = child
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    return result
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML run config, apply dotted overrides and validate it.
+
+    Args:
+        path: YAML file; ``None`` starts from the defaults.
+        overrides: ``["policy.server.grpc_port=50052", ...]``, applied in order.
+
+    Raises:
+        ConfigError: the file is missing or not a mapping, or a field has a wrong type, a value
+            out of range or an unknown key; the message names each dotted field and its value.
+    """
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        source = str(path)
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {source} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {source} is not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {source}: top level must be a mapping, got {type(loaded).__name__}")
+        data = loaded
+    data = apply_overrides(data, overrides or [])
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, source)) from None
+
+
+def dump_config(config: RunConfig) -> str:
+    """The resolved config as YAML (what a run directory stores and services re-read)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,45 @@
+"""Thin entry point shared by `python -m services.<name> --config FILE [--set key=value ...]`.
+
+Parses and validates the config first (a bad config fails before any work, exit code 2), then
+imports the service's heavy modules and runs it (STYLE.md guideline 9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from services.common.config import load_config
+from services.common.errors import ConfigError
+from services.common.logs import configure_logging
+
+__all__ = ["service_main"]
+
+
+def service_main(name: str, factory: str) -> None:
+    """Run service ``name``; ``factory`` is ``"module:callable"`` taking a RunConfig → Service."""
+
+    def command(
+        config: Annotated[Optional[Path], typer.Option("--config", "-c", help="Run config YAML.")] = None,
+        overrides: Annotated[Optional[list[str]], typer.Option("--set", help="Dotted override key=value.")] = None,
+    ) -> None:
+        try:
+            run_config = load_config(config, overrides or [])
+        except ConfigError as exc:
+            typer.echo(f"{name}: config error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        configure_logging(name, getattr(run_config, name).log_level)
+        module_name, attr = factory.split(":")
+        from services.common.runtime import run_service  # heavy imports after validation
+
+        service = getattr(importlib.import_module(module_name), attr)(run_config)
+        raise typer.Exit(asyncio.run(run_service(service)))
+
+    app = typer.Typer(add_completion=False, help=f"RLAnything {name} service.")
+    app.command()(command)
+    app(prog_name=f"python -m services.{name}", args=sys.argv[1:])

@@ -1,0 +1,48 @@
+"""The one exception hierarchy of RLAnything (STYLE.md guideline 10).
+
+Categories also inherit the matching stdlib class, so callers may catch either. Every class is
+picklable (plain ``args``) so it survives multiprocessing and logging.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RLAnythingError",
+    "ConfigError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "InvalidEventError",
+    "TransientError",
+    "ServiceFailedError",
+]
+
+
+class RLAnythingError(Exception):
+    """Raised for any failure that RLAnything itself detects (base class)."""
+
+
+class ConfigError(RLAnythingError, ValueError):
+    """Raised when a run config file or a command-line override is invalid; names each field."""
+
+
+class InvalidArgumentError(RLAnythingError, ValueError):
+    """Raised when a request field has a bad value; mapped to gRPC INVALID_ARGUMENT."""
+
+
+class NotFoundError(RLAnythingError, KeyError):
+    """Raised when a referenced object (session, task, round) does not exist; gRPC NOT_FOUND."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidEventError(RLAnythingError, ValueError):
+    """Raised by an event handler for a poison message: it goes to the dead-letter stream at once."""
+
+
+class TransientError(RLAnythingError, RuntimeError):
+    """Raised by an event handler when a retry may succeed: the message is nak'ed with backoff."""
+
+
+class ServiceFailedError(RLAnythingError, RuntimeError):
+    """Raised by the launcher when a service process exits or never becomes healthy."""

@@ -1,0 +1,118 @@
+"""gRPC runtime: grpc.aio servers with health and reflection, error mapping, client helpers.
+
+Follows the grpc Python examples: `create_server` returns the bound port, the standard
+`grpc.health.v1.Health` service reports per-service status, and `stop(grace)` lets in-flight
+RPCs finish on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.common.errors import InvalidArgumentError, NotFoundError
+
+__all__ = [
+    "create_server",
+    "map_errors",
+    "check_health",
+    "check_health_sync",
+    "DEFAULT_DEADLINE_S",
+]
+
+DEFAULT_DEADLINE_S = 10.0
+"""Seconds a client call waits by default before DEADLINE_EXCEEDED."""
+
+R = TypeVar("R")
+
+
+async def create_server(
+    host: str,
+    port: int,
+    register: Sequence[Callable[[grpc.aio.Server], None]] = (),
+    service_names: Sequence[str] = (),
+) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """Build a grpc.aio server with health and reflection, bound to ``host:port`` (0 = free port).
+
+    Args:
+        register: callables that add servicers, e.g. ``lambda s: add_XServicer_to_server(x, s)``.
+        service_names: full names of the registered services, e.g. ``"rlanything.v1.Environment"``
+            (for reflection and per-service health).
+
+    Returns:
+        ``(server, bound_port, health_servicer)``; the server is not started, and the server as a
+        whole ("") and every named service report NOT_SERVING until the caller sets SERVING.
+
+    Raises:
+        RuntimeError: the port could not be bound.
+    """
+    server = grpc.aio.server()
+    for add in register:
+        add(server)
+    health_servicer = health.aio.HealthServicer()
+    for name in ["", *service_names]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+             reflection.SERVICE_NAME]
+    reflection.enable_server_reflection(names, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise RuntimeError(f"could not bind gRPC port {host}:{port}")
+    return server, bound, health_servicer
+
+
+def map_errors(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """Decorate an async servicer method: project errors become gRPC status codes.
+
+    `InvalidArgumentError` → INVALID_ARGUMENT, `NotFoundError` → NOT_FOUND, each with the
+    exception's message as details. Anything else propagates (gRPC reports UNKNOWN).
+    """
+
+    @functools.wraps(method)
+    async def wrapper(self: object, request: object, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await method(self, request, context)
+        except InvalidArgumentError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except NotFoundError as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        raise AssertionError("unreachable: context.abort raises")
+
+    return wrapper
+
+
+def _status_name(status: int) -> str:
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(status)
+
+
+async def check_health(address: str, service: str = "", timeout_s: float = 1.0) -> str:
+    """Ask ``address`` for the health of ``service`` ("" = the whole server).
+
+    Returns:
+        ``"SERVING"``, ``"NOT_SERVING"``, ``"SERVICE_UNKNOWN"`` or ``"UNREACHABLE"``.
+    """
+    async with grpc.aio.insecure_channel(address) as channel:
+        try:
+            response = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            return "SERVICE_UNKNOWN" if exc.code() == grpc.StatusCode.NOT_FOUND else "UNREACHABLE"
+    return _status_name(response.status)
+
+
+def check_health_sync(address: str, service: str = "", timeout_s: float = 1.0) -> str:
+    """Blocking twin of `check_health` for code that has no event loop (the launcher)."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            return "SERVICE_UNKNOWN" if code == grpc.StatusCode.NOT_FOUND else "UNREACHABLE"
+    return _status_name(response.status)

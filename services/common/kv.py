@@ -1,0 +1,81 @@
+"""Key-value helpers on JetStream buckets: protobuf values and compare-and-set updates.
+
+State that must survive a restart (task pool, latest model versions, round progress, the
+critic's open groups) lives in such buckets, never only in a process's memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from google.protobuf.message import Message
+from nats.js import JetStreamContext
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.kv import KeyValue
+
+__all__ = ["ProtoBucket", "open_bucket"]
+
+M = TypeVar("M", bound=Message)
+
+
+async def open_bucket(js: JetStreamContext, name: str, history: int = 1) -> KeyValue:
+    """Open bucket ``name``, creating it when missing (safe when several processes race)."""
+    try:
+        return await js.key_value(name)
+    except BucketNotFoundError:
+        return await js.create_key_value(bucket=name, history=history)
+
+
+class ProtoBucket:
+    """A JetStream KV bucket whose values are protobuf messages of one type."""
+
+    def __init__(self, kv: KeyValue, message_type: type[M]) -> None:
+        self.kv = kv
+        self.message_type = message_type
+
+    @classmethod
+    async def open(cls, js: JetStreamContext, name: str, message_type: type[M], history: int = 1) -> "ProtoBucket":
+        """Open (or create) bucket ``name`` holding ``message_type`` values."""
+        return cls(await open_bucket(js, name, history), message_type)
+
+    async def get(self, key: str) -> tuple[Message | None, int]:
+        """The value at ``key`` and its revision; ``(None, 0)`` when absent or deleted."""
+        try:
+            entry = await self.kv.get(key)
+        except KeyNotFoundError:
+            return None, 0
+        if entry.value is None:
+            return None, entry.revision or 0
+        return self.message_type.FromString(entry.value), entry.revision or 0
+
+    async def put(self, key: str, value: Message) -> int:
+        """Store ``value`` at ``key`` unconditionally; returns the new revision."""
+        return await self.kv.put(key, value.SerializeToString())
+
+    async def update(self, key: str, fn: Callable[[Message | None], Message], retries: int = 10) -> Message:
+        """Read-modify-write ``key`` with optimistic concurrency (compare-and-set on the revision).
+
+        Raises:
+            KeyWrongLastSequenceError: another writer won ``retries`` times in a row.
+        """
+        for attempt in range(retries):
+            current, revision = await self.get(key)
+            new = fn(current)
+            try:
+                if revision == 0:
+                    await self.kv.create(key, new.SerializeToString())
+                else:
+                    await self.kv.update(key, new.SerializeToString(), last=revision)
+                return new
+            except KeyWrongLastSequenceError:  # create() on an existing key raises it too
+                if attempt == retries - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def keys(self) -> list[str]:
+        """Every live key (empty list when the bucket has none)."""
+        try:
+            return list(await self.kv.keys())
+        except NoKeysError:
+            return []

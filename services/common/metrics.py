@@ -1,0 +1,37 @@
+"""Prometheus metrics shared by every service, and the per-service `/metrics` endpoint."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+__all__ = [
+    "EVENTS_HANDLED",
+    "EVENTS_DEAD_LETTERED",
+    "EVENT_HANDLER_SECONDS",
+    "SERVICE_UP",
+    "start_metrics_server",
+]
+
+EVENTS_HANDLED = Counter(
+    "rla_events_handled_total",
+    "Events by consumer and outcome (acked, nacked, dead_lettered).",
+    ["consumer", "outcome"],
+)
+EVENTS_DEAD_LETTERED = Counter(
+    "rla_events_dead_lettered_total", "Events sent to the dead-letter stream, by consumer and reason kind.",
+    ["consumer", "kind"],
+)
+EVENT_HANDLER_SECONDS = Histogram(
+    "rla_event_handler_seconds", "Seconds spent in an event handler.", ["consumer"]
+)
+SERVICE_UP = Gauge("rla_service_up", "1 while the service is serving.", ["service"])
+
+
+def start_metrics_server(host: str, port: int) -> int:
+    """Serve `/metrics` for this process's default registry on ``host:port`` (0 = free port).
+
+    Returns:
+        The bound port.
+    """
+    server, _thread = start_http_server(port, addr=host)
+    return int(server.server_port)

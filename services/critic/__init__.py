@@ -1,0 +1,1 @@
+"""Critic service: task groups, integrated advantages, consistency rewards, task reports, metrics."""

@@ -1,0 +1,1 @@
+"""Environment service: task families, episode sessions, the task pool and the round scheduler."""

@@ -1,0 +1,170 @@
+"""`rlanything up`: the embedded system on one machine, each service in its own process.
+
+Starts `nats-server -js` on a free loopback port with a temporary store, writes the resolved
+config (with the chosen ports) into the run directory, starts `python -m services.<name>
+--config runs/<id>/config.yaml` for each service with its output in `runs/<id>/logs/`, waits for
+every gRPC health check to say SERVING, then watches: a service that exits stops everything
+with a non-zero code; SIGINT/SIGTERM stops everything cleanly (SIGTERM, wait, SIGKILL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+from rich.table import Table
+
+from services.common.config import RunConfig, dump_config
+from services.common.errors import ServiceFailedError
+from services.common.grpc_runtime import check_health_sync
+from services.common.nats_server import NatsServer, die_with_parent, free_port
+
+__all__ = ["Launcher", "ServiceProcess", "new_run_dir"]
+
+def new_run_dir(runs_dir: str | Path, name: str) -> Path:
+    """Create ``runs_dir/<name>-<UTC timestamp>/`` (with a ``logs/`` sub-folder) and return it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    path = Path(runs_dir) / f"{name}-{stamp}"
+    suffix = 1
+    while path.exists():
+        suffix += 1
+        path = Path(runs_dir) / f"{name}-{stamp}-{suffix}"
+    (path / "logs").mkdir(parents=True)
+    return path
+
+
+@dataclass
+class ServiceProcess:
+    """One launched service process."""
+
+    name: str
+    address: str
+    """gRPC ``host:port``."""
+    metrics_port: int
+    log_path: Path
+    proc: subprocess.Popen[bytes]
+
+
+class Launcher:
+    """Starts NATS and the services of ``config.launcher.services``, watches them, stops them."""
+
+    def __init__(self, config: RunConfig, run_dir: Path, console: Console | None = None) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.console = console or Console(stderr=True)
+        self.nats: NatsServer | None = None
+        self.services: list[ServiceProcess] = []
+        self._stop_requested: int | None = None
+
+    def start(self) -> None:
+        """Start NATS and every service, then wait until all report SERVING.
+
+        Raises:
+            ServiceFailedError: a process exited or was not healthy within ``health_timeout_s``.
+        """
+        self.nats = NatsServer(log_path=self.run_dir / "logs" / "nats.log").start()
+        data = self.config.model_dump(mode="json")
+        data["nats"]["url"] = self.nats.url
+        for name in self.config.launcher.services:
+            server = data[name]["server"]
+            server["host"] = "127.0.0.1"
+            server["grpc_port"] = server["grpc_port"] or free_port()
+            server["metrics_port"] = server["metrics_port"] or free_port()
+        resolved = RunConfig.model_validate(data)
+        config_path = self.run_dir / "config.yaml"
+        config_path.write_text(dump_config(resolved))
+        for name in self.config.launcher.services:
+            server_cfg = getattr(resolved, name).server
+            log_path = self.run_dir / "logs" / f"{name}.log"
+            proc = subprocess.Popen(
+                [sys.executable, "-m", f"services.{name}", "--config", str(config_path)],
+                stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=die_with_parent,
+            )
+            self.services.append(ServiceProcess(name, f"127.0.0.1:{server_cfg.grpc_port}",
+                                                server_cfg.metrics_port, log_path, proc))
+        self._wait_healthy(self.config.launcher.health_timeout_s)
+        self._write_manifest()
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        pending = {s.name: s for s in self.services}
+        with self.console.status(f"waiting for {', '.join(pending)} to be SERVING") as status:
+            while pending:
+                for name, svc in list(pending.items()):
+                    self._raise_if_exited(svc)
+                    if check_health_sync(svc.address, timeout_s=0.5) == "SERVING":
+                        del pending[name]
+                        status.update(f"waiting for {', '.join(pending) or 'nothing'} to be SERVING")
+                if pending and time.monotonic() > deadline:
+                    raise ServiceFailedError(f"not SERVING after {timeout_s} s: {', '.join(pending)}; "
+                                             f"see {self.run_dir / 'logs'}")
+                time.sleep(0.1)
+
+    def _raise_if_exited(self, svc: ServiceProcess) -> None:
+        code = svc.proc.poll()
+        if code is not None:
+            tail = svc.log_path.read_text(errors="replace").splitlines()[-15:]
+            raise ServiceFailedError(f"service {svc.name} exited with code {code}; log {svc.log_path}:\n"
+                                     + "\n".join(f"  {line}" for line in tail))
+
+    def _write_manifest(self) -> None:
+        assert self.nats is not None
+        manifest = {
+            "run_dir": str(self.run_dir),
+            "nats_url": self.nats.url,
+            "launcher_pid": os.getpid(),
+            "services": {s.name: {"address": s.address, "metrics_port": s.metrics_port,
+                                  "pid": s.proc.pid, "log": str(s.log_path)} for s in self.services},
+        }
+        (self.run_dir / "services.json").write_text(json.dumps(manifest, indent=2))
+        table = Table(title=f"RLAnything up — {self.run_dir}")
+        for col in ("service", "gRPC", "metrics", "pid", "log"):
+            table.add_column(col)
+        table.add_row("nats", self.nats.url, "", str(self.nats.proc.pid if self.nats.proc else ""),
+                      str(self.run_dir / "logs" / "nats.log"))
+        for s in self.services:
+            table.add_row(s.name, s.address, f"http://127.0.0.1:{s.metrics_port}/metrics", str(s.proc.pid),
+                          str(s.log_path))
+        self.console.print(table)
+        self.console.print("[green]all services SERVING[/green] — Ctrl-C stops everything")
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._stop_requested = signum
+
+    def watch(self, poll_s: float = 0.2) -> None:
+        """Block until a stop signal (returns) or a service exits (raises `ServiceFailedError`)."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while self._stop_requested is None:
+                for svc in self.services:
+                    self._raise_if_exited(svc)
+                time.sleep(poll_s)
+            self.console.print(f"received {signal.Signals(self._stop_requested).name}; stopping")
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def stop(self) -> None:
+        """SIGTERM every live service, SIGKILL what is left after ``stop_timeout_s``; stop NATS."""
+        live = [s for s in self.services if s.proc.poll() is None]
+        for s in live:
+            s.proc.terminate()
+        deadline = time.monotonic() + self.config.launcher.stop_timeout_s
+        for s in live:
+            try:
+                s.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.console.print(f"[yellow]{s.name} did not stop in time; killing[/yellow]")
+                s.proc.kill()
+                s.proc.wait()
+        if self.nats:
+            self.nats.stop()

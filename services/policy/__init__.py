@@ -1,0 +1,1 @@
+"""Policy service: generation backends, rollout workers, the policy trainer and its checkpoints."""

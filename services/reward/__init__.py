@@ -1,0 +1,1 @@
+"""Reward-model service: the generative step judge, the RM trainer and its checkpoints."""

@@ -1,0 +1,246 @@
+"""The event bus against a real nats-server with JetStream (no fakes)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.js.api import ConsumerConfig as JsConsumerConfig
+
+from rlanything.v1 import events_pb2
+from services.common.bus import Delivery, EventBus
+from services.common.config import ConsumerConfig, NatsConfig
+from services.common.errors import InvalidEventError
+from services.common.nats_server import NatsServer
+from services.common.streams import Subjects, dlq_subject
+
+pytestmark = pytest.mark.integration
+
+
+def job(job_id: str, round_: int = 0) -> events_pb2.RolloutJob:
+    return events_pb2.RolloutJob(job_id=job_id, round=round_, group_size=8,
+                                 task=events_pb2.TaskRef(slot_id="gym_text/0", family="gym_text"))
+
+
+async def dead_letters(bus: EventBus, subject: str, count: int, timeout_s: float = 5.0) -> list:
+    """Read ``count`` messages from the dead-letter stream (ephemeral consumer)."""
+    sub = await bus.js.pull_subscribe(dlq_subject(subject), durable=None, stream="DLQ",
+                                      config=JsConsumerConfig(filter_subject=dlq_subject(subject)))
+    msgs = await sub.fetch(count, timeout=timeout_s)
+    await sub.unsubscribe()
+    return msgs
+
+
+async def drain(consumer, rounds: int = 10) -> list[str]:
+    outcomes: list[str] = []
+    for _ in range(rounds):
+        for msg in await consumer.fetch():
+            outcomes.append(await consumer.process(msg))
+    return outcomes
+
+
+async def test_publish_consume_ack(bus: EventBus) -> None:
+    seen: list[tuple[str, Delivery]] = []
+
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        seen.append((event.job_id, delivery))
+
+    for i in range(3):
+        await bus.publish(Subjects.ROLLOUT_JOBS, job(f"job-{i}"), msg_id=f"job-{i}")
+    consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=handler)
+    await consumer.setup()
+    assert await drain(consumer, rounds=2) == ["acked"] * 3
+    assert [job_id for job_id, _ in seen] == ["job-0", "job-1", "job-2"]
+    assert seen[0][1].num_delivered == 1 and seen[0][1].msg_id == "job-0"
+    info = await bus.js.consumer_info("JOBS", "workers")
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+    # JOBS is a work queue: acked jobs are gone from the stream.
+    assert (await bus.js.stream_info("JOBS")).state.messages == 0
+
+
+async def test_duplicate_publish_is_stored_once(bus: EventBus) -> None:
+    first = await bus.publish(Subjects.TRAJ_COMPLETED, events_pb2.Trajectory(trajectory_id="j/0"), msg_id="j/0")
+    second = await bus.publish(Subjects.TRAJ_COMPLETED, events_pb2.Trajectory(trajectory_id="j/0"), msg_id="j/0")
+    third = await bus.publish(Subjects.TRAJ_COMPLETED, events_pb2.Trajectory(trajectory_id="j/1"), msg_id="j/1")
+    assert not first.duplicate and second.duplicate and not third.duplicate
+    assert second.seq == first.seq
+    assert (await bus.js.stream_info("TRAJ")).state.messages == 2
+
+
+async def test_ensure_streams_is_idempotent(bus: EventBus) -> None:
+    await bus.publish(Subjects.TRAJ_COMPLETED, events_pb2.Trajectory(trajectory_id="keep"), msg_id="keep")
+    await bus.ensure_streams()
+    await bus.ensure_streams()
+    assert (await bus.js.stream_info("TRAJ")).state.messages == 1
+
+
+async def test_unacked_message_is_redelivered_to_a_replacement(nats_server: NatsServer,
+                                                               consumer_config: ConsumerConfig) -> None:
+    """A worker that dies mid-handler (no ack) loses nothing: the next worker gets the message."""
+    nats_cfg = NatsConfig(url=nats_server.url)
+    doomed = await EventBus.connect(nats_cfg, consumer_config, name="doomed")
+    await doomed.ensure_streams()
+    await doomed.publish(Subjects.ROLLOUT_JOBS, job("job-x"), msg_id="job-x")
+    started = asyncio.Event()
+
+    async def hangs(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    consumer = doomed.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                               message_type=events_pb2.RolloutJob, handler=hangs)
+    await consumer.setup()
+    (msg,) = await consumer.fetch()
+    task = asyncio.create_task(consumer.process(msg))
+    await started.wait()
+    task.cancel()
+    await doomed.nc.close()  # the worker process is gone, its message never acked
+
+    replacement = await EventBus.connect(nats_cfg, consumer_config, name="replacement")
+    got: list[Delivery] = []
+
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        assert event.job_id == "job-x"
+        got.append(delivery)
+
+    consumer2 = replacement.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                                     message_type=events_pb2.RolloutJob, handler=handler)
+    await consumer2.setup()
+    outcomes: list[str] = []
+    for _ in range(20):  # ack_wait is 1 s
+        outcomes += [await consumer2.process(m) for m in await consumer2.fetch()]
+        if outcomes:
+            break
+    assert outcomes == ["acked"]
+    assert got[0].num_delivered == 2
+    assert (await replacement.js.stream_info("JOBS")).state.messages == 0
+    await replacement.close()
+
+
+async def test_malformed_payload_goes_to_dead_letter_and_consumer_goes_on(bus: EventBus) -> None:
+    handled: list[str] = []
+
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        handled.append(event.job_id)
+
+    await bus.js.publish(Subjects.ROLLOUT_JOBS, b"\xff\xff\xff not protobuf", headers={"Nats-Msg-Id": "bad-1"})
+    await bus.publish(Subjects.ROLLOUT_JOBS, job("good-1"), msg_id="good-1")
+    consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=handler)
+    await consumer.setup()
+    assert await drain(consumer, rounds=2) == ["dead_lettered", "acked"]
+    assert handled == ["good-1"]
+    (dead,) = await dead_letters(bus, Subjects.ROLLOUT_JOBS, 1)
+    assert dead.data == b"\xff\xff\xff not protobuf"  # payload kept as it was
+    assert dead.headers["Rla-Dlq-Reason"].startswith("malformed payload: not a rlanything.v1.RolloutJob")
+    assert dead.headers["Rla-Dlq-Subject"] == Subjects.ROLLOUT_JOBS
+    assert dead.headers["Rla-Dlq-Consumer"] == "workers"
+    assert (await bus.js.stream_info("JOBS")).state.messages == 0
+
+
+async def test_invalid_event_is_dead_lettered_at_once(bus: EventBus) -> None:
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        if event.group_size < 1:
+            raise InvalidEventError(f"group_size must be >= 1, got {event.group_size}")
+
+    await bus.publish(Subjects.ROLLOUT_JOBS, events_pb2.RolloutJob(job_id="g0", group_size=0), msg_id="g0")
+    consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=handler)
+    await consumer.setup()
+    assert await drain(consumer, rounds=1) == ["dead_lettered"]
+    (dead,) = await dead_letters(bus, Subjects.ROLLOUT_JOBS, 1)
+    assert dead.headers["Rla-Dlq-Reason"] == "invalid event: group_size must be >= 1, got 0"
+    assert dead.headers["Rla-Dlq-Deliveries"] == "1"
+
+
+async def test_max_deliveries_sends_failing_message_to_dead_letter(bus: EventBus) -> None:
+    attempts: list[int] = []
+
+    async def flaky(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        attempts.append(delivery.num_delivered)
+        raise RuntimeError("backend unavailable")
+
+    await bus.publish(Subjects.ROLLOUT_JOBS, job("always-fails"), msg_id="always-fails")
+    consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=flaky)
+    await consumer.setup()
+    outcomes = await drain(consumer, rounds=15)
+    assert outcomes == ["nacked", "nacked", "dead_lettered"]  # max_deliveries = 3
+    assert attempts == [1, 2, 3]
+    (dead,) = await dead_letters(bus, Subjects.ROLLOUT_JOBS, 1)
+    assert dead.headers["Rla-Dlq-Reason"] == ("failed 3 times (max_deliveries=3); "
+                                              "last error: RuntimeError: backend unavailable")
+    assert events_pb2.RolloutJob.FromString(dead.data).job_id == "always-fails"
+    assert (await bus.js.stream_info("JOBS")).state.messages == 0
+
+
+async def test_transient_failure_then_success(bus: EventBus) -> None:
+    attempts: list[int] = []
+
+    async def once_flaky(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        attempts.append(delivery.num_delivered)
+        if delivery.num_delivered == 1:
+            raise RuntimeError("try again")
+
+    await bus.publish(Subjects.ROLLOUT_JOBS, job("j"), msg_id="j")
+    consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=once_flaky)
+    await consumer.setup()
+    assert await drain(consumer, rounds=10) == ["nacked", "acked"]
+    assert attempts == [1, 2]
+
+
+async def test_message_that_kept_killing_workers_is_dead_lettered_before_handling(
+        nats_server: NatsServer) -> None:
+    cfg = ConsumerConfig(ack_wait_s=0.5, max_deliveries=2, backoff_s=[0.05], fetch_timeout_s=0.3)
+    nats_cfg = NatsConfig(url=nats_server.url)
+    first = await EventBus.connect(nats_cfg, cfg, name="setup")
+    await first.ensure_streams()
+    await first.publish(Subjects.ROLLOUT_JOBS, job("killer"), msg_id="killer")
+    await first.close()
+    for _ in range(2):  # two workers fetch it and die without acking
+        worker = await EventBus.connect(nats_cfg, cfg, name="dies")
+        c = worker.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=None)  # type: ignore[arg-type]
+        await c.setup()
+        msgs: list = []
+        for _ in range(10):
+            msgs = await c.fetch()
+            if msgs:
+                break
+        assert len(msgs) == 1
+        await worker.nc.close()
+    survivor = await EventBus.connect(nats_cfg, cfg, name="survivor")
+    called: list[str] = []
+
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        called.append(event.job_id)
+
+    c = survivor.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                          message_type=events_pb2.RolloutJob, handler=handler)
+    await c.setup()
+    outcomes = await drain(c, rounds=10)
+    assert outcomes == ["dead_lettered"] and called == []
+    (dead,) = await dead_letters(survivor, Subjects.ROLLOUT_JOBS, 1)
+    assert dead.headers["Rla-Dlq-Deliveries"] == "3"
+    assert "over max_deliveries=2" in dead.headers["Rla-Dlq-Reason"]
+    await survivor.close()
+
+
+async def test_consumer_run_stops_on_event(bus: EventBus) -> None:
+    handled: list[str] = []
+    stop = asyncio.Event()
+
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        handled.append(event.job_id)
+        if len(handled) == 2:
+            stop.set()
+
+    consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=handler)
+    runner = asyncio.create_task(consumer.run(stop))
+    await bus.publish(Subjects.ROLLOUT_JOBS, job("a"), msg_id="a")
+    await bus.publish(Subjects.ROLLOUT_JOBS, job("b"), msg_id="b")
+    await asyncio.wait_for(runner, timeout=10)
+    assert handled == ["a", "b"]

@@ -1,0 +1,114 @@
+"""`rlanything up` and `python -m services.<name>`: real processes, real gRPC health, real NATS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from services.common.grpc_runtime import check_health_sync
+from services.common.nats_server import NatsServer, free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RLANYTHING = str(Path(sys.executable).parent / "rlanything")
+SERVICES = ("env", "policy", "reward", "critic")
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            return json.loads(path.read_text())
+        if proc.poll() is not None:
+            raise AssertionError(f"launcher exited {proc.returncode}: {proc.stderr.read().decode()}")
+        time.sleep(0.1)
+    raise AssertionError(f"{path} not written in {timeout_s} s")
+
+
+@pytest.fixture
+def launched(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([RLANYTHING, "up", "--run-dir", str(run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    manifest = wait_for(run_dir / "services.json", proc)
+    yield proc, manifest, run_dir
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_up_serves_every_service_then_stops_cleanly_on_sigint(launched) -> None:
+    proc, manifest, run_dir = launched
+    assert set(manifest["services"]) == set(SERVICES)
+    for name, svc in manifest["services"].items():
+        assert check_health_sync(svc["address"]) == "SERVING", name
+        body = urllib.request.urlopen(f"http://127.0.0.1:{svc['metrics_port']}/metrics", timeout=5).read().decode()
+        assert f'rla_service_up{{service="{name}"}} 1.0' in body
+    assert (run_dir / "config.yaml").read_text().count("grpc_port") == 4
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+    for name in SERVICES:  # each service shut down gracefully, not killed
+        lines = [json.loads(line) for line in (run_dir / "logs" / f"{name}.log").read_text().splitlines()
+                 if line.startswith("{")]
+        assert [entry["msg"] for entry in lines][-2:] == ["stopping", "stopped"], name
+        assert lines[-1]["exit_code"] == 0
+
+
+def test_up_exits_non_zero_within_seconds_when_a_service_dies(launched) -> None:
+    proc, manifest, run_dir = launched
+    victim = manifest["services"]["reward"]["pid"]
+    os.kill(victim, signal.SIGKILL)
+    start = time.monotonic()
+    code = proc.wait(timeout=20)
+    elapsed = time.monotonic() - start
+    assert code == 1
+    assert elapsed < 5.0, f"took {elapsed:.1f} s"
+    assert "service reward exited with code -9" in proc.stderr.read().decode()
+    for name in ("env", "policy", "critic"):  # the others were stopped too
+        pid = manifest["services"][name]["pid"]
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_bad_config_fails_at_start_up_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("consumer:\n  max_deliveries: lots\npolicy:\n  lr: 0.1\n")
+    result = subprocess.run([RLANYTHING, "up", str(bad), "--run-dir", str(tmp_path / "r")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "consumer.max_deliveries" in result.stderr and '"lots"' in result.stderr
+    assert "policy.lr: unknown key" in result.stderr
+    assert not (tmp_path / "r").exists()  # no work was done
+    alone = subprocess.run([sys.executable, "-m", "services.critic", "--config", str(bad)],
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 2
+    assert "consumer.max_deliveries" in alone.stderr
+
+
+def test_service_starts_alone_like_kubernetes_runs_it(tmp_path: Path) -> None:
+    port = free_port()
+    with NatsServer() as nats:
+        config = tmp_path / "run.yaml"
+        config.write_text(f"nats: {{url: '{nats.url}'}}\ncritic:\n  server: {{grpc_port: {port}}}\n")
+        proc = subprocess.Popen([sys.executable, "-m", "services.critic", "--config", str(config)],
+                                stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while check_health_sync(f"127.0.0.1:{port}") != "SERVING":
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0
+            assert b'"msg": "stopped"' in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()

@@ -1,0 +1,86 @@
+"""Config loading: strict validation, errors naming field and value, dotted overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.common.config import apply_overrides, dump_config, load_config
+from services.common.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_and_file_values(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, "seed: 7\npolicy:\n  server: {grpc_port: 50052}\n"))
+    assert cfg.seed == 7
+    assert cfg.policy.server.grpc_port == 50052
+    assert cfg.env.server.grpc_port == 0
+    assert cfg.consumer.max_deliveries == 5
+
+
+def test_wrong_type_names_field_and_value(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, "consumer:\n  max_deliveries: many\n"))
+    message = str(err.value)
+    assert "consumer.max_deliveries" in message
+    assert '"many"' in message
+    assert str(tmp_path / "run.yaml") in message
+
+
+def test_unknown_key_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, "reward:\n  server: {grpc_prot: 1}\n"))
+    assert "reward.server.grpc_prot: unknown key" in str(err.value)
+
+
+def test_out_of_range_value(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"env\.server\.grpc_port: .*65535.*\(got 70000\)"):
+        load_config(write(tmp_path, "env:\n  server: {grpc_port: 70000}\n"))
+
+
+def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, "seed: -1\nbogus: 1\n"))
+    assert "seed:" in str(err.value) and "bogus: unknown key" in str(err.value)
+
+
+def test_dotted_overrides_parse_yaml_values() -> None:
+    cfg = load_config(None, ["consumer.backoff_s=[1, 2]", "nats.url=nats://h:4222", "launcher.services=[env]"])
+    assert cfg.consumer.backoff_s == [1.0, 2.0]
+    assert cfg.nats.url == "nats://h:4222"
+    assert cfg.launcher.services == ["env"]
+
+
+def test_override_errors() -> None:
+    with pytest.raises(ConfigError, match="expected dotted.key=value"):
+        apply_overrides({}, ["seed"])
+    with pytest.raises(ConfigError, match="seed is 3, not a section"):
+        apply_overrides({"seed": 3}, ["seed.x=1"])
+    with pytest.raises(ConfigError, match="policy.server.grpc_port"):
+        load_config(None, ["policy.server.grpc_port=abc"])
+
+
+def test_missing_file_and_non_mapping(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config(write(tmp_path, "- 1\n- 2\n"))
+
+
+def test_dump_round_trips(tmp_path: Path) -> None:
+    cfg = load_config(None, ["seed=3", "critic.server.metrics_port=9100"])
+    again = load_config(write(tmp_path, dump_config(cfg)))
+    assert again == cfg
+
+
+def test_shipped_configs_are_valid() -> None:
+    paths = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+    assert paths, "configs/ has no presets"
+    for path in paths:
+        assert load_config(path).run_name
