@@ -36,5 +36,10 @@ test: setup check-proto
 run: setup check-proto
 	$(VENV)/bin/rlanything up $(CONFIG)
 
+# Benchmarks write their results under bench/ (measured side by side in one run each).
+bench: setup
+	$(PY) scripts/bench_env_step.py bench/env_step_latency.md
+	$(PY) scripts/bench_textworld_gen.py bench/textworld_generation.md
+
 clean:
 	rm -rf $(VENV) .pytest_cache

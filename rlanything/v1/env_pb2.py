@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rlanything.v1 import events_pb2 as rlanything_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17rlanything/v1/env.proto\x12\rrlanything.v1\x1a\x1arlanything/v1/events.proto\"\xe3\x01\n\x08TaskInfo\x12#\n\x03ref\x18\x01 \x01(\x0b\x32\x16.rlanything.v1.TaskRef\x12\x31\n\x05knobs\x18\x02 \x03(\x0b\x32\".rlanything.v1.TaskInfo.KnobsEntry\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x1a\n\x12oracle_plan_length\x18\x04 \x01(\x05\x12\r\n\x05split\x18\x05 \x01(\t\x12\x16\n\x0eparent_version\x18\x06 \x01(\x03\x1a,\n\nKnobsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"@\n\x10ListTasksRequest\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\x12\r\n\x05split\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\";\n\x11ListTasksResponse\x12&\n\x05tasks\x18\x01 \x03(\x0b\x32\x17.rlanything.v1.TaskInfo\"B\n\x0cResetRequest\x12$\n\x04task\x18\x01 \x01(\x0b\x32\x16.rlanything.v1.TaskRef\x12\x0c\n\x04seed\x18\x02 \x01(\x03\"\x8f\x01\n\rResetResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttask_text\x18\x02 \x01(\t\x12\x13\n\x0bobservation\x18\x03 \x01(\t\x12\x1a\n\x12\x61\x64missible_actions\x18\x04 \x03(\t\x12\x13\n\x0bsingle_turn\x18\x05 \x01(\x08\x12\x11\n\tmax_steps\x18\x06 \x01(\x05\"1\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\"\xcf\x01\n\x0cStepResponse\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x1a\n\x12\x61\x64missible_actions\x18\x02 \x03(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\x12\x12\n\nterminated\x18\x04 \x01(\x08\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x0b\n\x03won\x18\x06 \x01(\x08\x12.\n\x0coracle_label\x18\x07 \x01(\x0e\x32\x18.rlanything.v1.StepLabel\x12\x1a\n\x12oracle_plan_length\x18\x08 \x01(\x05\"\"\n\x0c\x43loseRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x0f\n\rCloseResponse2\xa6\x02\n\x0b\x45nvironment\x12N\n\tListTasks\x12\x1f.rlanything.v1.ListTasksRequest\x1a .rlanything.v1.ListTasksResponse\x12\x42\n\x05Reset\x12\x1b.rlanything.v1.ResetRequest\x1a\x1c.rlanything.v1.ResetResponse\x12?\n\x04Step\x12\x1a.rlanything.v1.StepRequest\x1a\x1b.rlanything.v1.StepResponse\x12\x42\n\x05\x43lose\x12\x1b.rlanything.v1.CloseRequest\x1a\x1c.rlanything.v1.CloseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17rlanything/v1/env.proto\x12\rrlanything.v1\x1a\x1arlanything/v1/events.proto\"\xf1\x01\n\x08TaskInfo\x12#\n\x03ref\x18\x01 \x01(\x0b\x32\x16.rlanything.v1.TaskRef\x12\x31\n\x05knobs\x18\x02 \x03(\x0b\x32\".rlanything.v1.TaskInfo.KnobsEntry\x12\x0e\n\x06status\x18\x03 \x01(\t\x12\x1a\n\x12oracle_plan_length\x18\x04 \x01(\x05\x12\r\n\x05split\x18\x05 \x01(\t\x12\x16\n\x0eparent_version\x18\x06 \x01(\x03\x12\x0c\n\x04seed\x18\x07 \x01(\x03\x1a,\n\nKnobsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"@\n\x10ListTasksRequest\x12\x0e\n\x06\x66\x61mily\x18\x01 \x01(\t\x12\r\n\x05split\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\";\n\x11ListTasksResponse\x12&\n\x05tasks\x18\x01 \x03(\x0b\x32\x17.rlanything.v1.TaskInfo\"B\n\x0cResetRequest\x12$\n\x04task\x18\x01 \x01(\x0b\x32\x16.rlanything.v1.TaskRef\x12\x0c\n\x04seed\x18\x02 \x01(\x03\"\x8f\x01\n\rResetResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\ttask_text\x18\x02 \x01(\t\x12\x13\n\x0bobservation\x18\x03 \x01(\t\x12\x1a\n\x12\x61\x64missible_actions\x18\x04 \x03(\t\x12\x13\n\x0bsingle_turn\x18\x05 \x01(\x08\x12\x11\n\tmax_steps\x18\x06 \x01(\x05\"1\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\"\xcf\x01\n\x0cStepResponse\x12\x13\n\x0bobservation\x18\x01 \x01(\t\x12\x1a\n\x12\x61\x64missible_actions\x18\x02 \x03(\t\x12\x0e\n\x06reward\x18\x03 \x01(\x01\x12\x12\n\nterminated\x18\x04 \x01(\x08\x12\x11\n\ttruncated\x18\x05 \x01(\x08\x12\x0b\n\x03won\x18\x06 \x01(\x08\x12.\n\x0coracle_label\x18\x07 \x01(\x0e\x32\x18.rlanything.v1.StepLabel\x12\x1a\n\x12oracle_plan_length\x18\x08 \x01(\x05\"\"\n\x0c\x43loseRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x0f\n\rCloseResponse\"\xb6\x02\n\x0bTaskVersion\x12\x0f\n\x07version\x18\x01 \x01(\x05\x12\x34\n\x05knobs\x18\x02 \x03(\x0b\x32%.rlanything.v1.TaskVersion.KnobsEntry\x12\x0c\n\x04seed\x18\x03 \x01(\x03\x12\x1a\n\x12oracle_plan_length\x18\x04 \x01(\x05\x12\x16\n\x0eparent_version\x18\x05 \x01(\x05\x12\x15\n\rcreated_round\x18\x06 \x01(\x03\x12\x12\n\nparent_acc\x18\x07 \x01(\x01\x12+\n\tdirection\x18\x08 \x01(\x0e\x32\x18.rlanything.v1.Direction\x12\x18\n\x10\x63reated_from_job\x18\t \x01(\t\x1a,\n\nKnobsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x8e\x02\n\x08TaskSlot\x12\x0f\n\x07slot_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\r\n\x05split\x18\x03 \x01(\t\x12*\n\x06\x61\x63tive\x18\x04 \x01(\x0b\x32\x1a.rlanything.v1.TaskVersion\x12+\n\x07history\x18\x05 \x03(\x0b\x32\x1a.rlanything.v1.TaskVersion\x12+\n\x07pending\x18\x06 \x01(\x0b\x32\x1a.rlanything.v1.TaskVersion\x12\x14\n\x0cnext_version\x18\x07 \x01(\x05\x12\x10\n\x08last_acc\x18\x08 \x01(\x01\x12\x12\n\nlast_round\x18\t \x01(\x03\x12\x10\n\x08rejected\x18\n \x01(\x05\"O\n\x0eSchedulerState\x12\x12\n\nnext_round\x18\x01 \x01(\x03\x12\x11\n\topen_jobs\x18\x02 \x03(\t\x12\x16\n\x0ejobs_published\x18\x03 \x01(\x03\x32\xa6\x02\n\x0b\x45nvironment\x12N\n\tListTasks\x12\x1f.rlanything.v1.ListTasksRequest\x1a .rlanything.v1.ListTasksResponse\x12\x42\n\x05Reset\x12\x1b.rlanything.v1.ResetRequest\x1a\x1c.rlanything.v1.ResetResponse\x12?\n\x04Step\x12\x1a.rlanything.v1.StepRequest\x1a\x1b.rlanything.v1.StepResponse\x12\x42\n\x05\x43lose\x12\x1b.rlanything.v1.CloseRequest\x1a\x1c.rlanything.v1.CloseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,26 +34,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASKINFO_KNOBSENTRY']._loaded_options = None
   _globals['_TASKINFO_KNOBSENTRY']._serialized_options = b'8\001'
+  _globals['_TASKVERSION_KNOBSENTRY']._loaded_options = None
+  _globals['_TASKVERSION_KNOBSENTRY']._serialized_options = b'8\001'
   _globals['_TASKINFO']._serialized_start=71
-  _globals['_TASKINFO']._serialized_end=298
-  _globals['_TASKINFO_KNOBSENTRY']._serialized_start=254
-  _globals['_TASKINFO_KNOBSENTRY']._serialized_end=298
-  _globals['_LISTTASKSREQUEST']._serialized_start=300
-  _globals['_LISTTASKSREQUEST']._serialized_end=364
-  _globals['_LISTTASKSRESPONSE']._serialized_start=366
-  _globals['_LISTTASKSRESPONSE']._serialized_end=425
-  _globals['_RESETREQUEST']._serialized_start=427
-  _globals['_RESETREQUEST']._serialized_end=493
-  _globals['_RESETRESPONSE']._serialized_start=496
-  _globals['_RESETRESPONSE']._serialized_end=639
-  _globals['_STEPREQUEST']._serialized_start=641
-  _globals['_STEPREQUEST']._serialized_end=690
-  _globals['_STEPRESPONSE']._serialized_start=693
-  _globals['_STEPRESPONSE']._serialized_end=900
-  _globals['_CLOSEREQUEST']._serialized_start=902
-  _globals['_CLOSEREQUEST']._serialized_end=936
-  _globals['_CLOSERESPONSE']._serialized_start=938
-  _globals['_CLOSERESPONSE']._serialized_end=953
-  _globals['_ENVIRONMENT']._serialized_start=956
-  _globals['_ENVIRONMENT']._serialized_end=1250
+  _globals['_TASKINFO']._serialized_end=312
+  _globals['_TASKINFO_KNOBSENTRY']._serialized_start=268
+  _globals['_TASKINFO_KNOBSENTRY']._serialized_end=312
+  _globals['_LISTTASKSREQUEST']._serialized_start=314
+  _globals['_LISTTASKSREQUEST']._serialized_end=378
+  _globals['_LISTTASKSRESPONSE']._serialized_start=380
+  _globals['_LISTTASKSRESPONSE']._serialized_end=439
+  _globals['_RESETREQUEST']._serialized_start=441
+  _globals['_RESETREQUEST']._serialized_end=507
+  _globals['_RESETRESPONSE']._serialized_start=510
+  _globals['_RESETRESPONSE']._serialized_end=653
+  _globals['_STEPREQUEST']._serialized_start=655
+  _globals['_STEPREQUEST']._serialized_end=704
+  _globals['_STEPRESPONSE']._serialized_start=707
+  _globals['_STEPRESPONSE']._serialized_end=914
+  _globals['_CLOSEREQUEST']._serialized_start=916
+  _globals['_CLOSEREQUEST']._serialized_end=950
+  _globals['_CLOSERESPONSE']._serialized_start=952
+  _globals['_CLOSERESPONSE']._serialized_end=967
+  _globals['_TASKVERSION']._serialized_start=970
+  _globals['_TASKVERSION']._serialized_end=1280
+  _globals['_TASKVERSION_KNOBSENTRY']._serialized_start=268
+  _globals['_TASKVERSION_KNOBSENTRY']._serialized_end=312
+  _globals['_TASKSLOT']._serialized_start=1283
+  _globals['_TASKSLOT']._serialized_end=1553
+  _globals['_SCHEDULERSTATE']._serialized_start=1555
+  _globals['_SCHEDULERSTATE']._serialized_end=1634
+  _globals['_ENVIRONMENT']._serialized_start=1637
+  _globals['_ENVIRONMENT']._serialized_end=1931
 # @@protoc_insertion_point(module_scope)

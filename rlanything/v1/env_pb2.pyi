@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskInfo(_message.Message):
-    __slots__ = ("ref", "knobs", "status", "oracle_plan_length", "split", "parent_version")
+    __slots__ = ("ref", "knobs", "status", "oracle_plan_length", "split", "parent_version", "seed")
     class KnobsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -22,13 +22,15 @@ class TaskInfo(_message.Message):
     ORACLE_PLAN_LENGTH_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     PARENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
     ref: _events_pb2.TaskRef
     knobs: _containers.ScalarMap[str, float]
     status: str
     oracle_plan_length: int
     split: str
     parent_version: int
-    def __init__(self, ref: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., knobs: _Optional[_Mapping[str, float]] = ..., status: _Optional[str] = ..., oracle_plan_length: _Optional[int] = ..., split: _Optional[str] = ..., parent_version: _Optional[int] = ...) -> None: ...
+    seed: int
+    def __init__(self, ref: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., knobs: _Optional[_Mapping[str, float]] = ..., status: _Optional[str] = ..., oracle_plan_length: _Optional[int] = ..., split: _Optional[str] = ..., parent_version: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("family", "split", "limit")
@@ -107,3 +109,66 @@ class CloseRequest(_message.Message):
 class CloseResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TaskVersion(_message.Message):
+    __slots__ = ("version", "knobs", "seed", "oracle_plan_length", "parent_version", "created_round", "parent_acc", "direction", "created_from_job")
+    class KnobsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    KNOBS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    ORACLE_PLAN_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    PARENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_ROUND_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ACC_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FROM_JOB_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    knobs: _containers.ScalarMap[str, float]
+    seed: int
+    oracle_plan_length: int
+    parent_version: int
+    created_round: int
+    parent_acc: float
+    direction: _events_pb2.Direction
+    created_from_job: str
+    def __init__(self, version: _Optional[int] = ..., knobs: _Optional[_Mapping[str, float]] = ..., seed: _Optional[int] = ..., oracle_plan_length: _Optional[int] = ..., parent_version: _Optional[int] = ..., created_round: _Optional[int] = ..., parent_acc: _Optional[float] = ..., direction: _Optional[_Union[_events_pb2.Direction, str]] = ..., created_from_job: _Optional[str] = ...) -> None: ...
+
+class TaskSlot(_message.Message):
+    __slots__ = ("slot_id", "family", "split", "active", "history", "pending", "next_version", "last_acc", "last_round", "rejected")
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    NEXT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACC_FIELD_NUMBER: _ClassVar[int]
+    LAST_ROUND_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    slot_id: str
+    family: str
+    split: str
+    active: TaskVersion
+    history: _containers.RepeatedCompositeFieldContainer[TaskVersion]
+    pending: TaskVersion
+    next_version: int
+    last_acc: float
+    last_round: int
+    rejected: int
+    def __init__(self, slot_id: _Optional[str] = ..., family: _Optional[str] = ..., split: _Optional[str] = ..., active: _Optional[_Union[TaskVersion, _Mapping]] = ..., history: _Optional[_Iterable[_Union[TaskVersion, _Mapping]]] = ..., pending: _Optional[_Union[TaskVersion, _Mapping]] = ..., next_version: _Optional[int] = ..., last_acc: _Optional[float] = ..., last_round: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
+
+class SchedulerState(_message.Message):
+    __slots__ = ("next_round", "open_jobs", "jobs_published")
+    NEXT_ROUND_FIELD_NUMBER: _ClassVar[int]
+    OPEN_JOBS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_PUBLISHED_FIELD_NUMBER: _ClassVar[int]
+    next_round: int
+    open_jobs: _containers.RepeatedScalarFieldContainer[str]
+    jobs_published: int
+    def __init__(self, next_round: _Optional[int] = ..., open_jobs: _Optional[_Iterable[str]] = ..., jobs_published: _Optional[int] = ...) -> None: ...

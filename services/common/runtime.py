@@ -34,6 +34,8 @@ class Service:
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.log = logging.getLogger(f"rlanything.{self.name}")
+        self.background: list[asyncio.Task[None]] = []
+        """Tasks started by `on_start`; one that fails stops the process (exit 1), like a consumer."""
 
     @property
     def service_config(self) -> ServiceConfig:
@@ -89,17 +91,24 @@ async def run_service(service: Service) -> int:
                                "consumers": [c.durable for c in consumers]})
 
     stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    watched = [stopper, *tasks, *service.background]
     code = 0
-    for task in done:
-        if task is not stopper and task.exception() is not None:
-            log.error("consumer crashed", exc_info=task.exception(), extra={"task": task.get_name()})
-            code = 1
+    while not stop.is_set():
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            watched.remove(task)
+            if task is not stopper and not task.cancelled() and task.exception() is not None:
+                log.error("task crashed", exc_info=task.exception(), extra={"task": task.get_name()})
+                code = 1
+                stop.set()
     stop.set()
     log.info("stopping", extra={"grace_s": cfg.server.grace_s})
     await health.enter_graceful_shutdown()
     SERVICE_UP.labels(service.name).set(0)
     await asyncio.gather(*tasks, return_exceptions=True)
+    for task in service.background:
+        task.cancel()
+    await asyncio.gather(*service.background, return_exceptions=True)
     await server.stop(cfg.server.grace_s)
     await service.on_stop()
     await bus.close()

@@ -1,11 +1,79 @@
-"""The env service process (a thin shell over the pure modules of this package)."""
+"""The env service process: gRPC `Environment`, the task pool, adaptation and the scheduler."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
+import grpc
+from rlanything.v1 import env_pb2_grpc
+from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
+from rlanything.v1.events_pb2 import ModelVersion, TaskReport
+
+from services.common.bus import Consumer, Delivery, EventBus
+from services.common.config import EnvServiceConfig, RunConfig
+from services.common.kv import ProtoBucket
 from services.common.runtime import Service
+from services.common.streams import Subjects
+from services.env.adaptation import Adaptation
+from services.env.families.registry import build_family
+from services.env.grpc_service import SERVICE_NAME, EnvironmentServicer
+from services.env.pool import TaskPool
+from services.env.proposer import ParametricProposer
+from services.env.scheduler import Scheduler
+from services.env.sessions import SessionStore
 
 
 class EnvService(Service):
     """Environment service: task families, episode sessions, the task pool and the round scheduler."""
 
     name = "env"
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.cfg: EnvServiceConfig = config.env
+        self.families = {f.type: build_family(f, self.cfg.cache_dir) for f in self.cfg.families}
+        self.sessions = SessionStore(self.cfg.session_idle_timeout_s, self.cfg.max_sessions)
+        self.pool_ready = asyncio.Event()
+
+    async def on_start(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.pool = TaskPool(await ProtoBucket.open(bus.js, self.cfg.pool_bucket, TaskSlot), self.families)
+        state = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_scheduler", SchedulerState)
+        models = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_models", ModelVersion)
+        self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed)
+        self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold),
+                                     self.cfg.adaptation)
+        self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
+                            asyncio.create_task(self._expire_sessions(), name="session-expiry")]
+
+    async def _seed_then_schedule(self) -> None:
+        created = await self.pool.seed(self.cfg, self.config.seed)
+        self.log.info("task pool ready", extra={"slots_created": created})
+        self.pool_ready.set()
+        await self.scheduler.tick()
+
+    async def _expire_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(min(30.0, self.cfg.session_idle_timeout_s / 2))
+            self.sessions.expire()
+
+    def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
+        servicer = EnvironmentServicer(self.pool, self.sessions)
+        return [(SERVICE_NAME, lambda s: env_pb2_grpc.add_EnvironmentServicer_to_server(servicer, s))]
+
+    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
+        return [
+            bus.consumer(stream="REPORTS", durable="env-task-reports", subject=Subjects.CRITIC_TASK,
+                         message_type=TaskReport, handler=self._on_report),
+            bus.consumer(stream="MODELS", durable="env-model-versions", subject="rla.models.>",
+                         message_type=ModelVersion, handler=self.scheduler.on_model_version),
+        ]
+
+    async def _on_report(self, report: TaskReport, delivery: Delivery) -> None:
+        await self.pool_ready.wait()
+        await self.adaptation.on_report(report, delivery)
+        await self.scheduler.on_report(report)
+
+    async def on_stop(self) -> None:
+        self.sessions.close_all()

@@ -1,0 +1,117 @@
+"""Loop 3 shell: act on the critic's task reports — request, propose, validate, accept or reject.
+
+Every decision is published on `rla.env.pool` as a `TaskPoolEvent` with its reason and counted
+in Prometheus. Handlers are idempotent: a redelivered report finds its effect already in the
+pool (the pending candidate records the job that asked for it) and publishes the same event ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import Counter
+from rlanything.v1.env_pb2 import TaskVersion
+from rlanything.v1.events_pb2 import (DIRECTION_EASIER, DIRECTION_HARDER, DIRECTION_UNSPECIFIED, TaskPoolEvent,
+                                      TaskReport)
+
+from services.common.algo.direction import direction_for
+from services.common.bus import Delivery, EventBus
+from services.common.config import AdaptationConfig
+from services.common.errors import InvalidEventError
+from services.common.streams import Subjects
+from services.env.acceptance import VariantGate
+from services.env.pool import TaskPool, spec_of
+from services.env.proposer import Proposer
+from services.env.slots import ref_of
+
+__all__ = ["Adaptation", "POOL_DECISIONS"]
+
+log = logging.getLogger("rlanything.env.adaptation")
+POOL_DECISIONS = Counter("rla_env_pool_decisions_total", "Task-pool decisions by kind and direction.",
+                         ["kind", "direction"])
+_KIND = TaskPoolEvent.Kind
+
+
+class Adaptation:
+    """Handles `TaskReport` events for the env service."""
+
+    def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig) -> None:
+        self.pool = pool
+        self.bus = bus
+        self.proposer = proposer
+        self.cfg = cfg
+        self.gate = VariantGate(cfg.band_low, cfg.band_high)
+
+    async def on_report(self, report: TaskReport, delivery: Delivery) -> None:
+        """Consumer handler for `rla.critic.task`."""
+        if not report.task.slot_id or report.rollouts <= 0:
+            raise InvalidEventError(f"task report {report.job_id!r}: needs task.slot_id and rollouts > 0 "
+                                    f"(got {report.task.slot_id!r}, {report.rollouts})")
+        slot = await self.pool.slot(report.task.slot_id)
+        if report.is_candidate:
+            await self._resolve(report, slot)
+            return
+        if slot.active.version == report.task.version:
+            await self.pool.record_acc(slot.slot_id, report.acc, report.round)
+        if not self.cfg.enabled or slot.split != "train" or slot.active.version != report.task.version:
+            return
+        direction = direction_for(report.acc, self.cfg.harder_at, self.cfg.easier_at)
+        if direction == DIRECTION_UNSPECIFIED:
+            return
+        if slot.HasField("pending"):
+            return  # one pending candidate per slot; its own report decides first
+        await self._propose(report, slot, direction)
+
+    async def _resolve(self, report: TaskReport, slot) -> None:  # type: ignore[no-untyped-def]
+        if not slot.HasField("pending") or slot.pending.version != report.task.version:
+            return  # already resolved (a redelivered report)
+        pending = slot.pending
+        verdict = self.gate.admit(pending.direction, pending.parent_acc, report.acc)
+        await self.pool.resolve(slot.slot_id, pending.version, verdict.accepted)
+        kind = _KIND.KIND_ACCEPTED if verdict.accepted else _KIND.KIND_REJECTED
+        await self._publish(report, kind, pending.direction, slot, pending, verdict.reason,
+                            acc_prev=pending.parent_acc, acc_new=report.acc)
+
+    async def _propose(self, report: TaskReport, slot, direction: int) -> None:  # type: ignore[no-untyped-def]
+        await self._publish(report, _KIND.KIND_REQUESTED, direction, slot, None,
+                            f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
+        family = self.pool.family(slot.family)
+        parent = spec_of(slot.family, slot.active)
+        proposal = self.proposer.propose(family, parent, direction, report, slot.active.oracle_plan_length,
+                                         attempt=slot.next_version)
+        if proposal is None:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                "every knob is at its bound", acc_prev=report.acc)
+            return
+        try:
+            plan = await asyncio.to_thread(self.pool.check_candidate, proposal.spec)
+        except Exception as exc:  # noqa: BLE001 - an undeployable candidate is a recorded decision
+            plan, why = None, f"does not load: {type(exc).__name__}: {exc}"
+        else:
+            why = "no winning plan (the oracle cannot solve it)"
+        if plan is None:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                f"{proposal.note}: {why}", acc_prev=report.acc)
+            return
+        candidate = TaskVersion(knobs=proposal.spec.knobs, seed=proposal.spec.seed, oracle_plan_length=plan,
+                                parent_version=slot.active.version, created_round=report.round,
+                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id)
+        new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
+        await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
+                            f"{proposal.note}; oracle plan {plan} steps (parent {slot.active.oracle_plan_length})",
+                            acc_prev=report.acc)
+
+    async def _publish(self, report: TaskReport, kind: int, direction: int, slot, candidate,  # type: ignore[no-untyped-def]
+                       reason: str, acc_prev: float = 0.0, acc_new: float = 0.0) -> None:
+        kind_name = _KIND.Name(kind).removeprefix("KIND_").lower()
+        event = TaskPoolEvent(event_id=f"{report.job_id}/{kind_name}", round=report.round, kind=kind,
+                              direction=direction, parent=ref_of(slot, slot.active), acc_prev=acc_prev,
+                              acc_new=acc_new, reason=reason)
+        if candidate is not None:
+            event.candidate.CopyFrom(ref_of(slot, candidate))
+        await self.bus.publish(Subjects.ENV_POOL, event, msg_id=event.event_id)
+        side = {DIRECTION_HARDER: "harder", DIRECTION_EASIER: "easier"}.get(direction, "none")
+        POOL_DECISIONS.labels(kind_name, side).inc()
+        log.info("pool decision", extra={"kind": kind_name, "direction": side, "slot": slot.slot_id,
+                                         "reason": reason})

@@ -1,0 +1,1 @@
+"""Task families: adapters from real environment libraries to the `TaskFamily` contract."""

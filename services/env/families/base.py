@@ -1,0 +1,154 @@
+"""The task-family contract: what the env service needs from an environment library.
+
+A *task* is a family, a set of difficulty knobs and a seed (`TaskSpec`). A family turns a task
+into episodes (`Episode`: reset → step ... → done), knows whether a task is solvable and how long
+its oracle plan is, and moves its knobs one notch harder or easier for the parametric proposer.
+Families adapt real libraries (TextWorld, Gymnasium, reasoning-gym); no home-made games.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from services.common.errors import InvalidArgumentError
+
+__all__ = ["TaskSpec", "StepResult", "Episode", "Knob", "TaskFamily"]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: everything needed to build it again, anywhere."""
+
+    family: str
+    """Family name, e.g. ``"gym_text"``."""
+    knobs: Mapping[str, float]
+    """Difficulty knobs of the family (integers are stored as floats)."""
+    seed: int
+    """Seed of the task itself (which map / which game / which question)."""
+
+    def key(self) -> str:
+        """A stable cache key: family, sorted knobs and seed."""
+        knobs = "-".join(f"{k}{self.knobs[k]:g}" for k in sorted(self.knobs))
+        return f"{self.family}-{knobs}-s{self.seed}"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one environment step returns (Gymnasium's split of done into terminated/truncated)."""
+
+    observation: str
+    admissible_actions: tuple[str, ...]
+    reward: float
+    terminated: bool
+    """The episode ended inside the environment (won, lost, or a single-turn answer given)."""
+    won: bool
+    oracle_plan_length: int | None
+    """Steps of the oracle's winning plan from the new state; 0 after a win, None = no oracle."""
+
+
+class Episode(ABC):
+    """One running episode of a task. Not thread-safe; the session layer serialises calls."""
+
+    task_text: str
+    """The goal, shown to the agent at every step."""
+    observation: str
+    """The current observation."""
+    admissible_actions: tuple[str, ...]
+    """Actions the agent may choose from now (empty for single-turn tasks: answer freely)."""
+    single_turn: bool = False
+
+    @abstractmethod
+    def step(self, action: str) -> StepResult:
+        """Apply ``action`` (any text; an inadmissible action must not crash the episode)."""
+
+    @abstractmethod
+    def oracle_plan(self) -> list[str] | None:
+        """The oracle's winning action list from the current state ([] when won, None = no oracle)."""
+
+    def close(self) -> None:
+        """Release library resources (subprocesses, files)."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One difficulty knob: its bounds and the step the parametric proposer moves it by."""
+
+    name: str
+    low: float
+    high: float
+    step: float
+    harder_is_higher: bool = True
+    integer: bool = True
+    description: str = field(default="", compare=False)
+
+
+class TaskFamily(ABC):
+    """Adapter from one environment library to RLAnything's task contract."""
+
+    name: str
+    knobs: tuple[Knob, ...]
+    max_steps: int
+    """Default step budget of an episode."""
+
+    def validate(self, spec: TaskSpec) -> None:
+        """Check a spec's family and knobs.
+
+        Raises:
+            InvalidArgumentError: wrong family, unknown or missing knob, or a value out of bounds
+                (the message names the knob, the value and the bounds).
+        """
+        if spec.family != self.name:
+            raise InvalidArgumentError(f"task family {spec.family!r} given to family {self.name!r}")
+        names = {k.name for k in self.knobs}
+        unknown = set(spec.knobs) - names
+        if unknown:
+            raise InvalidArgumentError(f"{self.name}: unknown knob(s) {sorted(unknown)}; knobs are {sorted(names)}")
+        for knob in self.knobs:
+            if knob.name not in spec.knobs:
+                raise InvalidArgumentError(f"{self.name}: knob {knob.name!r} is missing")
+            value = spec.knobs[knob.name]
+            if not knob.low <= value <= knob.high:
+                raise InvalidArgumentError(
+                    f"{self.name}: knob {knob.name}={value:g} outside [{knob.low:g}, {knob.high:g}]")
+
+    def prepare(self, spec: TaskSpec) -> None:
+        """Build and cache whatever the task needs (slow work, e.g. compiling a game).
+
+        Called off the request path before a task enters the pool; the default does nothing.
+        """
+
+    @abstractmethod
+    def make_episode(self, spec: TaskSpec, episode_seed: int) -> Episode:
+        """Start an episode of ``spec``; ``episode_seed`` varies stochastic parts only."""
+
+    def oracle_plan_length(self, spec: TaskSpec) -> int | None:
+        """Length of the oracle's winning plan from the start; None when the task is unsolvable.
+
+        The default plays a fresh episode's `oracle_plan`; families with no oracle return 1.
+        """
+        episode = self.make_episode(spec, 0)
+        try:
+            plan = episode.oracle_plan()
+        finally:
+            episode.close()
+        return None if plan is None else len(plan)
+
+    def move_knob(self, knobs: Mapping[str, float], name: str, harder: bool) -> dict[str, float] | None:
+        """``knobs`` with knob ``name`` moved one step harder or easier; None at its bound."""
+        knob = next(k for k in self.knobs if k.name == name)
+        sign = 1.0 if harder == knob.harder_is_higher else -1.0
+        value = knobs[name] + sign * knob.step
+        value = round(value) if knob.integer else round(value, 4)
+        if not knob.low <= value <= knob.high:
+            return None
+        return {**knobs, name: float(value)}
+
+    def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
+        """Knob names in the order the parametric proposer tries them.
+
+        ``bad_step_share`` is the share of failed-rollout steps all RM votes called bad (critic
+        feedback). The default ignores it; families override to pick a knob from it.
+        """
+        return [k.name for k in self.knobs]

@@ -1,0 +1,151 @@
+"""`gym_text`: Gymnasium toy-text FrozenLake rendered as text, with a shortest-path oracle.
+
+The map comes from Gymnasium's own generator (`generate_random_map`, which only returns maps
+with a path from S to G) and the dynamics from `FrozenLake-v1` (deterministic:
+``is_slippery=False``). Knobs: ``size`` (the map is size×size) and ``hole_prob`` (chance that a
+tile is a hole). The oracle is a breadth-first search on the map: the shortest action list to
+the goal that avoids holes. This is the fast family for CI (~50 µs per step).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import gymnasium as gym
+from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
+
+__all__ = ["FrozenLakeFamily", "shortest_path", "render_map"]
+
+ACTIONS: tuple[str, ...] = ("left", "down", "right", "up")  # FrozenLake's action ids 0..3
+_MOVES = {0: (0, -1), 1: (1, 0), 2: (0, 1), 3: (-1, 0)}
+
+
+def shortest_path(desc: list[str], row: int, col: int) -> list[str] | None:
+    """Shortest action list from (row, col) to 'G' avoiding 'H' tiles (BFS); None if unreachable.
+
+    Moves into a wall leave the agent in place, as in FrozenLake, so they never appear in a plan.
+    """
+    n_rows, n_cols = len(desc), len(desc[0])
+    if desc[row][col] == "G":
+        return []
+    previous: dict[tuple[int, int], tuple[tuple[int, int], int]] = {}
+    queue = deque([(row, col)])
+    seen = {(row, col)}
+    while queue:
+        r, c = queue.popleft()
+        for action, (dr, dc) in _MOVES.items():
+            nr, nc = r + dr, c + dc
+            if not (0 <= nr < n_rows and 0 <= nc < n_cols) or (nr, nc) in seen or desc[nr][nc] == "H":
+                continue
+            seen.add((nr, nc))
+            previous[(nr, nc)] = ((r, c), action)
+            if desc[nr][nc] == "G":
+                plan: list[str] = []
+                cell = (nr, nc)
+                while cell != (row, col):
+                    cell, a = previous[cell]
+                    plan.append(ACTIONS[a])
+                return plan[::-1]
+            queue.append((nr, nc))
+    return None
+
+
+def render_map(desc: list[str], row: int, col: int) -> str:
+    """The map as text, one row per line, with the agent's tile shown as 'A'."""
+    lines = []
+    for r, line in enumerate(desc):
+        cells = ["A" if (r, c) == (row, col) else ch for c, ch in enumerate(line)]
+        lines.append(" ".join(cells))
+    return "\n".join(lines)
+
+
+class FrozenLakeEpisode(Episode):
+    """One FrozenLake episode driven through `gymnasium.make("FrozenLake-v1", ...)`."""
+
+    def __init__(self, desc: list[str], episode_seed: int) -> None:
+        self.desc = desc
+        self.env = gym.make("FrozenLake-v1", desc=desc, is_slippery=False)
+        state, _ = self.env.reset(seed=episode_seed)
+        self.state = int(state)
+        self.n = len(desc[0])
+        self.task_text = (
+            "Walk on the frozen lake from S to the goal G without falling into a hole H. "
+            "F is frozen ground. A marks where you are. Row 1 is the top row.")
+        self.admissible_actions = ACTIONS
+        self.observation = self._describe("You are at the start.")
+
+    def _describe(self, event: str) -> str:
+        row, col = divmod(self.state, self.n)
+        return f"{event}\n{render_map(self.desc, row, col)}\nYou are at row {row + 1}, column {col + 1}."
+
+    def step(self, action: str) -> StepResult:
+        """Move; an action outside ``left/down/right/up`` leaves the agent in place."""
+        name = action.strip().lower()
+        if name not in ACTIONS:
+            self.observation = self._describe(f"Unknown action {action!r}; choose one of {', '.join(ACTIONS)}.")
+            return StepResult(self.observation, self.admissible_actions, 0.0, False, False, self._plan_length())
+        state, reward, terminated, _truncated, _info = self.env.step(ACTIONS.index(name))
+        moved = int(state) != self.state
+        self.state = int(state)
+        row, col = divmod(self.state, self.n)
+        tile = self.desc[row][col]
+        won = tile == "G"
+        if won:
+            event = "You reached the goal!"
+        elif tile == "H":
+            event = "You fell into a hole."
+        else:
+            event = f"You moved {name}." if moved else f"You bumped into the edge moving {name}."
+        self.observation = self._describe(event)
+        self.admissible_actions = () if terminated else ACTIONS
+        return StepResult(self.observation, self.admissible_actions, float(reward), bool(terminated), won,
+                          self._plan_length())
+
+    def _plan_length(self) -> int | None:
+        plan = self.oracle_plan()
+        return None if plan is None else len(plan)
+
+    def oracle_plan(self) -> list[str] | None:
+        """Shortest path to G from the current tile (None after falling into a hole)."""
+        row, col = divmod(self.state, self.n)
+        if self.desc[row][col] == "H":
+            return None
+        return shortest_path(self.desc, row, col)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class FrozenLakeFamily(TaskFamily):
+    """FrozenLake maps of configurable size and hole probability (Gymnasium toy-text)."""
+
+    name = "gym_text"
+    knobs = (
+        Knob("size", 3, 8, 1, description="The map is size × size tiles."),
+        Knob("hole_prob", 0.0, 0.5, 0.05, integer=False, description="Chance that a tile is a hole."),
+    )
+    max_steps = 20
+
+    def map_for(self, spec: TaskSpec) -> list[str]:
+        """The task's map (rows of S/F/H/G), from Gymnasium's generator seeded by the task seed."""
+        self.validate(spec)
+        size = int(spec.knobs["size"])
+        return list(generate_random_map(size=size, p=1.0 - float(spec.knobs["hole_prob"]), seed=spec.seed))
+
+    def make_episode(self, spec: TaskSpec, episode_seed: int) -> FrozenLakeEpisode:
+        """A new episode on the task's map (FrozenLake is deterministic: the seed changes nothing)."""
+        return FrozenLakeEpisode(self.map_for(spec), episode_seed)
+
+    def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
+        """Which knob to move first, from the RM's bad-step share in failed rollouts.
+
+        Many bad steps (≥ 0.3) mean the agent walks into holes or away from the goal: the
+        holes are the problem, so an easier variant lowers ``hole_prob`` first, and a harder one
+        grows ``size`` (longer walks) instead of adding more traps. Few bad steps: the reverse.
+        """
+        holes_first = ["hole_prob", "size"]
+        if harder:
+            return holes_first[::-1] if bad_step_share >= 0.3 else holes_first
+        return holes_first if bad_step_share >= 0.3 else holes_first[::-1]

@@ -1,0 +1,72 @@
+"""`reasoning_gym`: single-turn verifiable tasks from reasoning-gym, its curriculum as difficulty.
+
+One family instance serves one reasoning-gym dataset (e.g. ``basic_arithmetic``). The knob
+``level`` is the curriculum's global level (`BaseCurriculum.set_global_level`); the task seed
+picks the question; the dataset's own `score_answer` is the verifier (reward in [0, 1]) and the
+gold answer is the oracle's one-step plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reasoning_gym.factory import DATASETS, create_curriculum
+
+from services.common.errors import InvalidArgumentError
+from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
+
+__all__ = ["ReasoningGymFamily"]
+
+
+class ReasoningGymEpisode(Episode):
+    """One question: the first step is the answer, scored by the dataset's verifier."""
+
+    single_turn = True
+
+    def __init__(self, dataset: Any, entry: dict[str, Any]) -> None:
+        self.dataset = dataset
+        self.entry = entry
+        self.task_text = str(entry["question"])
+        self.observation = self.task_text
+        self.admissible_actions = ()
+        self.done = False
+
+    def step(self, action: str) -> StepResult:
+        """Score ``action`` as the answer; the episode ends after it."""
+        if self.done:
+            return StepResult("The question was already answered.", (), 0.0, True, False, None)
+        self.done = True
+        score = float(self.dataset.score_answer(action.strip(), self.entry))
+        won = score >= 1.0
+        self.observation = "Correct." if won else "Incorrect."
+        return StepResult(self.observation, (), score, True, won, 0 if won else None)
+
+    def oracle_plan(self) -> list[str] | None:
+        """The gold answer as a one-step plan ([] once answered)."""
+        return [] if self.done else [str(self.entry["answer"])]
+
+
+class ReasoningGymFamily(TaskFamily):
+    """Single-turn reasoning-gym tasks of one dataset, difficulty from its curriculum."""
+
+    name = "reasoning_gym"
+    max_steps = 1
+
+    def __init__(self, dataset: str = "basic_arithmetic") -> None:
+        if dataset not in DATASETS:
+            raise InvalidArgumentError(f"reasoning_gym dataset {dataset!r} is not registered")
+        self.dataset_name = dataset
+        curriculum = create_curriculum(dataset)
+        top = max((len(attr.levels) - 1 for attr in curriculum.attributes.values()), default=0)
+        self.knobs = (Knob("level", 0, float(top), 1,
+                           description=f"global curriculum level of {dataset}"),)
+
+    def make_episode(self, spec: TaskSpec, episode_seed: int) -> ReasoningGymEpisode:
+        """The question picked by the task seed at the task's curriculum level."""
+        self.validate(spec)
+        curriculum = create_curriculum(self.dataset_name)
+        curriculum.set_global_level(int(spec.knobs["level"]))
+        config = curriculum.generate_configuration({"seed": spec.seed, "size": 1})
+        dataset_cls, _ = DATASETS[self.dataset_name]
+        dataset = dataset_cls(config=config)
+        return ReasoningGymEpisode(dataset, dataset[0])

@@ -1,0 +1,34 @@
+"""Build task families from config (heavy libraries are imported only when used)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from services.common.config import FamilyConfig
+from services.env.families.base import TaskFamily
+
+__all__ = ["build_family"]
+
+
+def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
+    """The `TaskFamily` for one family config entry (``cfg.max_steps`` overrides its default).
+
+    Raises:
+        InvalidArgumentError: unknown reasoning-gym dataset.
+    """
+    family: TaskFamily
+    if cfg.type == "gym_text":
+        from services.env.families.gym_text import FrozenLakeFamily
+
+        family = FrozenLakeFamily()
+    elif cfg.type == "reasoning_gym":
+        from services.env.families.reasoning_gym_family import ReasoningGymFamily
+
+        family = ReasoningGymFamily(cfg.dataset)
+    else:
+        from services.env.families.textworld_family import TextWorldFamily
+
+        family = TextWorldFamily(cache_dir=Path(cache_dir) / "textworld")
+    if cfg.max_steps:
+        family.max_steps = cfg.max_steps
+    return family

@@ -1,0 +1,96 @@
+"""gRPC `Environment` servicer: ListTasks, Reset, Step, Close over the pool and the sessions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+from rlanything.v1 import env_pb2, env_pb2_grpc
+
+from services.common.errors import InvalidArgumentError
+from services.common.grpc_runtime import map_errors
+from services.env.oracle import step_label
+from services.env.pool import TaskPool, spec_of
+from services.env.sessions import SessionStore
+from services.env.slots import find_version, ref_of
+
+__all__ = ["EnvironmentServicer", "SERVICE_NAME"]
+
+SERVICE_NAME = env_pb2.DESCRIPTOR.services_by_name["Environment"].full_name
+_SPLITS = {"", "train", "heldout", "ood"}
+
+
+class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
+    """Episodes of pool tasks; library calls run in worker threads so the server stays responsive."""
+
+    def __init__(self, pool: TaskPool, sessions: SessionStore) -> None:
+        self.pool = pool
+        self.sessions = sessions
+
+    @map_errors
+    async def ListTasks(self, request: env_pb2.ListTasksRequest, context: grpc.aio.ServicerContext
+                        ) -> env_pb2.ListTasksResponse:
+        if request.limit < 0:
+            raise InvalidArgumentError(f"limit must be >= 0, got {request.limit}")
+        if request.split not in _SPLITS:
+            raise InvalidArgumentError(f"split must be one of train, heldout, ood or empty; got {request.split!r}")
+        tasks = []
+        for slot in await self.pool.slots():
+            if (request.family and slot.family != request.family) or (request.split and slot.split != request.split):
+                continue
+            versions = [("active", slot.active)] + ([("pending", slot.pending)] if slot.HasField("pending") else [])
+            for status, version in versions:
+                tasks.append(env_pb2.TaskInfo(ref=ref_of(slot, version), knobs=version.knobs, status=status,
+                                              oracle_plan_length=version.oracle_plan_length, split=slot.split,
+                                              parent_version=version.parent_version, seed=version.seed))
+        if request.limit:
+            tasks = tasks[: request.limit]
+        return env_pb2.ListTasksResponse(tasks=tasks)
+
+    @map_errors
+    async def Reset(self, request: env_pb2.ResetRequest, context: grpc.aio.ServicerContext) -> env_pb2.ResetResponse:
+        if not request.task.slot_id:
+            raise InvalidArgumentError("task.slot_id is required")
+        if request.task.version < 0:
+            raise InvalidArgumentError(f"task.version must be >= 0, got {request.task.version}")
+        slot = await self.pool.slot(request.task.slot_id)
+        family = self.pool.family(slot.family)
+        version = find_version(slot, request.task.version)
+        spec = spec_of(slot.family, version)
+        episode = await asyncio.to_thread(family.make_episode, spec, int(request.seed))
+        plan = await asyncio.to_thread(episode.oracle_plan)
+        session = self.sessions.add(ref_of(slot, version), episode,
+                                    family.max_steps, None if plan is None else len(plan))
+        return env_pb2.ResetResponse(session_id=session.session_id, task_text=episode.task_text,
+                                     observation=episode.observation,
+                                     admissible_actions=list(episode.admissible_actions),
+                                     single_turn=episode.single_turn, max_steps=family.max_steps)
+
+    @map_errors
+    async def Step(self, request: env_pb2.StepRequest, context: grpc.aio.ServicerContext) -> env_pb2.StepResponse:
+        if not request.session_id:
+            raise InvalidArgumentError("session_id is required")
+        session = self.sessions.get(request.session_id)
+        async with session.lock:
+            if session.done:
+                raise InvalidArgumentError(f"session {request.session_id} has ended; call Reset for a new episode")
+            before = session.plan_length
+            result = await asyncio.to_thread(session.episode.step, request.action)
+            session.steps += 1
+            session.plan_length = result.oracle_plan_length
+            truncated = not result.terminated and session.steps >= session.max_steps
+            session.done = result.terminated or truncated
+            label = step_label(before, result.oracle_plan_length, result.won, session.episode.single_turn)
+        return env_pb2.StepResponse(observation=result.observation, admissible_actions=list(result.admissible_actions),
+                                    reward=result.reward, terminated=result.terminated, truncated=truncated,
+                                    won=result.won, oracle_label=label,
+                                    oracle_plan_length=result.oracle_plan_length or 0)
+
+    @map_errors
+    async def Close(self, request: env_pb2.CloseRequest, context: grpc.aio.ServicerContext) -> env_pb2.CloseResponse:
+        if not request.session_id:
+            raise InvalidArgumentError("session_id is required")
+        self.sessions.get(request.session_id)  # NotFoundError for an unknown session
+        self.sessions.close(request.session_id)
+        return env_pb2.CloseResponse()
+

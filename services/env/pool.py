@@ -1,0 +1,156 @@
+"""The task pool, stored in a JetStream key-value bucket (one key per slot) so that an env
+restart loses nothing: active versions, version history and pending candidates."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rlanything.v1.env_pb2 import TaskSlot, TaskVersion
+from rlanything.v1.events_pb2 import TaskRef
+from nats.js.errors import KeyWrongLastSequenceError
+
+from services.common.config import EnvServiceConfig, FamilyConfig
+from services.common.errors import InvalidArgumentError, NotFoundError
+from services.common.kv import ProtoBucket
+from services.env.families.base import TaskFamily, TaskSpec
+from services.env.slots import find_version, resolve_pending, with_pending
+
+__all__ = ["TaskPool", "spec_of", "slot_key"]
+
+log = logging.getLogger("rlanything.env.pool")
+
+
+def slot_key(slot_id: str) -> str:
+    """KV key of a slot id (KV keys may not contain '/')."""
+    return slot_id.replace("/", ".")
+
+
+def spec_of(family: str, version: TaskVersion) -> TaskSpec:
+    """The `TaskSpec` of one stored task version."""
+    return TaskSpec(family, dict(version.knobs), int(version.seed))
+
+
+class TaskPool:
+    """Slots of every family, in KV bucket ``bucket``; families build and check the tasks."""
+
+    def __init__(self, bucket: ProtoBucket, families: dict[str, TaskFamily]) -> None:
+        self.bucket = bucket
+        self.families = families
+
+    def family(self, name: str) -> TaskFamily:
+        """The family adapter ``name``.
+
+        Raises:
+            InvalidArgumentError: no such family in this pool.
+        """
+        try:
+            return self.families[name]
+        except KeyError:
+            raise InvalidArgumentError(f"task family {name!r} is not served here; "
+                                       f"families: {sorted(self.families)}") from None
+
+    async def seed(self, cfg: EnvServiceConfig, base_seed: int) -> int:
+        """Create the configured seed slots that do not exist yet (idempotent); returns how many.
+
+        Games are generated (``prepare``) in a worker thread, off the request path.
+        """
+        created = 0
+        existing = set(await self.bucket.keys())
+        for fam_cfg in cfg.families:
+            for split, count, knobs in self._splits(fam_cfg):
+                for i in range(count):
+                    slot_id = f"{fam_cfg.type}/{split}-{i:04d}"
+                    if slot_key(slot_id) in existing:
+                        continue
+                    offset = {"train": 0, "heldout": 1_000_000, "ood": 2_000_000}[split]
+                    spec = TaskSpec(fam_cfg.type, {k: float(v) for k, v in knobs.items()},
+                                    base_seed * 10_000_000 + offset + i)
+                    plan = await asyncio.to_thread(self._checked_plan_length, spec)
+                    if plan is None:
+                        raise InvalidArgumentError(f"seed task {slot_id} ({spec.key()}) is not solvable")
+                    version = TaskVersion(version=0, knobs=spec.knobs, seed=spec.seed,
+                                          oracle_plan_length=plan, parent_version=-1)
+                    slot = TaskSlot(slot_id=slot_id, family=fam_cfg.type, split=split, active=version,
+                                    next_version=1)
+                    try:
+                        await self.bucket.kv.create(slot_key(slot_id), slot.SerializeToString())
+                        created += 1
+                    except KeyWrongLastSequenceError:
+                        pass  # another env replica created it first
+        return created
+
+    @staticmethod
+    def _splits(cfg: FamilyConfig) -> list[tuple[str, int, dict[str, float]]]:
+        return [("train", cfg.train_slots, cfg.knobs), ("heldout", cfg.heldout_slots, cfg.knobs),
+                ("ood", cfg.ood_slots, cfg.ood_knobs or cfg.knobs)]
+
+    def _checked_plan_length(self, spec: TaskSpec) -> int | None:
+        family = self.family(spec.family)
+        family.validate(spec)
+        family.prepare(spec)
+        return family.oracle_plan_length(spec)
+
+    def check_candidate(self, spec: TaskSpec) -> int | None:
+        """Deployable and solvable? Builds the task (blocking) and returns its oracle plan length
+        (None when it has no winning plan).
+
+        Raises:
+            InvalidArgumentError: knobs out of bounds; any library error while building propagates.
+        """
+        return self._checked_plan_length(spec)
+
+    async def slots(self) -> list[TaskSlot]:
+        """Every slot, sorted by id."""
+        out = []
+        for key in sorted(await self.bucket.keys()):
+            slot, _ = await self.bucket.get(key)
+            if slot is not None:
+                out.append(slot)
+        return out
+
+    async def slot(self, slot_id: str) -> TaskSlot:
+        """One slot.
+
+        Raises:
+            NotFoundError: no such slot.
+        """
+        slot, _ = await self.bucket.get(slot_key(slot_id))
+        if slot is None:
+            raise NotFoundError(f"task slot {slot_id!r} does not exist")
+        return slot
+
+    async def spec(self, ref: TaskRef) -> TaskSpec:
+        """The task of ``ref`` (active, pending or historical version).
+
+        Raises:
+            NotFoundError: unknown slot or version.
+        """
+        slot = await self.slot(ref.slot_id)
+        return spec_of(slot.family, find_version(slot, ref.version))
+
+    async def add_candidate(self, slot_id: str, candidate: TaskVersion) -> TaskSlot:
+        """Make ``candidate`` the slot's pending version (CAS); raises if one is pending."""
+        return await self.bucket.update(slot_key(slot_id), lambda s: with_pending(self._must(s, slot_id), candidate))
+
+    async def resolve(self, slot_id: str, version: int, accepted: bool) -> TaskSlot:
+        """Accept (promote) or reject (drop) the slot's pending ``version`` (CAS)."""
+        return await self.bucket.update(
+            slot_key(slot_id), lambda s: resolve_pending(self._must(s, slot_id), version, accepted))
+
+    async def record_acc(self, slot_id: str, acc: float, round_: int) -> TaskSlot:
+        """Remember the active version's latest acc and round."""
+
+        def update(s: TaskSlot | None) -> TaskSlot:
+            new = TaskSlot()
+            new.CopyFrom(self._must(s, slot_id))
+            new.last_acc, new.last_round = acc, round_
+            return new
+
+        return await self.bucket.update(slot_key(slot_id), update)
+
+    @staticmethod
+    def _must(slot: TaskSlot | None, slot_id: str) -> TaskSlot:
+        if slot is None:
+            raise NotFoundError(f"task slot {slot_id!r} does not exist")
+        return slot

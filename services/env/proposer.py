@@ -1,0 +1,71 @@
+"""Proposers: turn a too-easy or too-hard task into a candidate variant (loop 3).
+
+`ParametricProposer` moves one difficulty knob of the family by one notch; the RM's bad-step
+feedback picks which knob (see each family's `knob_preference`). A model-backed proposer (an
+LLM rewriting the task) implements the same `Proposer` interface.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from rlanything.v1.events_pb2 import DIRECTION_HARDER, TaskReport
+
+from services.env.families.base import TaskFamily, TaskSpec
+
+__all__ = ["Proposal", "Proposer", "ParametricProposer", "bad_step_share"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate task: the new knobs and seed, and what changed (for the event's reason)."""
+
+    spec: TaskSpec
+    note: str
+
+
+def bad_step_share(report: TaskReport, plan_length: int) -> float:
+    """Bad steps per failed rollout relative to the oracle plan length, clipped to [0, 1].
+
+    A bad step is one that every RM vote called bad (critic feedback). 0 when nothing failed.
+    """
+    failed = len(report.bad_steps)
+    if failed == 0:
+        return 0.0
+    total = sum(len(b.step_indices) for b in report.bad_steps)
+    return min(1.0, total / (failed * max(1, plan_length)))
+
+
+class Proposer(ABC):
+    """Makes a candidate variant of a task in the requested direction."""
+
+    @abstractmethod
+    def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
+                plan_length: int, attempt: int) -> Proposal | None:
+        """A candidate, or None when no variant can be made (every knob at its bound).
+
+        ``attempt`` differs for each proposal of a slot, so a rejected candidate is not proposed
+        again identically.
+        """
+
+
+class ParametricProposer(Proposer):
+    """Moves the first knob (in the family's preferred order) that can move one step."""
+
+    def __init__(self, bad_step_threshold: float = 0.3) -> None:
+        self.bad_step_threshold = bad_step_threshold
+
+    def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
+                plan_length: int, attempt: int) -> Proposal | None:
+        harder = direction == DIRECTION_HARDER
+        share = bad_step_share(report, plan_length)
+        for name in family.knob_preference(harder, share):
+            knobs = family.move_knob(parent.knobs, name, harder)
+            if knobs is None:
+                continue
+            seed = (parent.seed * 7919 + attempt) % (2**31 - 1)
+            note = (f"{'harder' if harder else 'easier'}: {name} {parent.knobs[name]:g} -> {knobs[name]:g}, "
+                    f"seed {seed} (bad-step share {share:.2f})")
+            return Proposal(TaskSpec(parent.family, knobs, seed), note)
+        return None

@@ -1,0 +1,141 @@
+"""The round scheduler: publishes rollout jobs for N sampled active tasks plus every pending
+candidate (arXiv 2602.02488, "one round").
+
+* sync (faithful to the paper): round r+1 is released only when both the policy and the reward
+  model have announced a version trained on round r.
+* async: keeps at most ``max_jobs_in_flight`` jobs published and not yet reported, each asking
+  for a policy at most ``max_staleness`` versions behind the latest.
+
+Progress (next round, open jobs) is stored in KV so a restart neither repeats nor skips a round;
+job ids are stable (``r<round>/<slot>/v<version>``) so a re-publish after a crash is de-duplicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from rlanything.v1.env_pb2 import SchedulerState
+from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion, RolloutJob,
+                                      SamplingParams, TaskReport)
+
+from services.common.bus import Delivery, EventBus
+from services.common.config import SchedulerConfig
+from services.common.kv import ProtoBucket
+from services.common.streams import Subjects
+from services.env.pool import TaskPool
+from services.env.slots import ref_of
+
+__all__ = ["Scheduler", "round_ready"]
+
+log = logging.getLogger("rlanything.env.scheduler")
+
+
+def round_ready(next_round: int, policy_round: int, reward_round: int) -> bool:
+    """Sync mode: may round ``next_round`` start? (-1 = that model has not trained yet)."""
+    return next_round == 0 or (policy_round >= next_round - 1 and reward_round >= next_round - 1)
+
+
+class Scheduler:
+    """Publishes `RolloutJob` events; call `tick()` whenever something may have unblocked it."""
+
+    def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
+                 cfg: SchedulerConfig, seed: int) -> None:
+        self.pool = pool
+        self.bus = bus
+        self.state = state
+        self.models = models
+        self.cfg = cfg
+        self.seed = seed
+        self._lock = asyncio.Lock()
+
+    async def _model_round(self, role: str) -> tuple[int, int]:
+        version, _ = await self.models.get(role)
+        return (-1, 0) if version is None else (int(version.trained_on_round), int(version.version))
+
+    async def on_model_version(self, event: ModelVersion, delivery: Delivery) -> None:
+        """Consumer handler for `rla.models.>`: remember the latest version per role, then tick."""
+        role = {MODEL_ROLE_POLICY: "policy", MODEL_ROLE_REWARD_MODEL: "reward"}.get(event.role)
+        if role is None:
+            return
+
+        def newer(current: ModelVersion | None) -> ModelVersion:
+            return event if current is None or event.version >= current.version else current
+
+        await self.models.update(role, newer)
+        await self.tick()
+
+    async def on_report(self, report: TaskReport) -> None:
+        """A job was reported by the critic: it is no longer in flight (async mode)."""
+        if self.cfg.mode == "async":
+            def drop(s: SchedulerState | None) -> SchedulerState:
+                new = SchedulerState()
+                if s is not None:
+                    new.CopyFrom(s)
+                if report.job_id in new.open_jobs:
+                    new.open_jobs.remove(report.job_id)
+                return new
+
+            await self.state.update("scheduler", drop)
+            await self.tick()
+
+    async def tick(self) -> int:
+        """Release what may be released now; returns the number of jobs published."""
+        if not self.cfg.enabled:
+            return 0
+        async with self._lock:
+            state, _ = await self.state.get("scheduler")
+            state = state or SchedulerState()
+            if self.cfg.rounds and state.next_round >= self.cfg.rounds:
+                return 0
+            policy_round, policy_version = await self._model_round("policy")
+            reward_round, _ = await self._model_round("reward")
+            if self.cfg.mode == "sync":
+                if not round_ready(state.next_round, policy_round, reward_round):
+                    return 0
+                return await self._release_round(state, min_policy_version=policy_version)
+            if len(state.open_jobs) + self.cfg.tasks_per_round > self.cfg.max_jobs_in_flight and state.open_jobs:
+                return 0
+            return await self._release_round(state, min_policy_version=max(0, policy_version - self.cfg.max_staleness))
+
+    async def _release_round(self, state: SchedulerState, min_policy_version: int) -> int:
+        round_ = int(state.next_round)
+        slots = [s for s in await self.pool.slots() if s.split == "train"]
+        rng = random.Random(f"{self.seed}/{round_}")
+        chosen = rng.sample(slots, min(self.cfg.tasks_per_round, len(slots)))
+        jobs = []
+        for slot in chosen:
+            jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng))
+        for slot in slots:
+            if slot.HasField("pending"):
+                jobs.append(self._job(round_, slot, slot.pending, True, min_policy_version, rng))
+        for job in jobs:
+            await self.bus.publish(Subjects.ROLLOUT_JOBS, job, msg_id=job.job_id)
+
+        def advance(s: SchedulerState | None) -> SchedulerState:
+            new = SchedulerState()
+            if s is not None:
+                new.CopyFrom(s)
+            new.next_round = round_ + 1
+            new.jobs_published += len(jobs)
+            if self.cfg.mode == "async":
+                new.open_jobs.extend(j.job_id for j in jobs)
+            return new
+
+        await self.state.update("scheduler", advance)
+        log.info("round released", extra={"round": round_, "jobs": len(jobs),
+                                          "candidates": sum(j.is_candidate for j in jobs)})
+        return len(jobs)
+
+    def _job(self, round_: int, slot, version, is_candidate: bool, min_policy_version: int,  # type: ignore[no-untyped-def]
+             rng: random.Random) -> RolloutJob:
+        family = self.pool.family(slot.family)
+        return RolloutJob(
+            job_id=f"r{round_}/{slot.slot_id}/v{version.version}", round=round_, task=ref_of(slot, version),
+            group_size=self.cfg.group_size,
+            sampling=SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+                                    max_new_tokens=self.cfg.max_new_tokens),
+            min_policy_version=min_policy_version, max_steps=family.max_steps,
+            seeds=[rng.randrange(2**31) for _ in range(self.cfg.group_size)],
+            is_candidate=is_candidate, split=slot.split)
