@@ -27,6 +27,7 @@ __all__ = [
     "SchedulerConfig",
     "AdaptationConfig",
     "EnvServiceConfig",
+    "CriticServiceConfig",
     "RunConfig",
     "SERVICE_NAMES",
     "load_config",
@@ -146,6 +147,10 @@ class EnvServiceConfig(ServiceConfig):
     pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")
 
 
+class CriticServiceConfig(ServiceConfig):
+    """The critic service: task groups, integrated advantages, consistency rewards, metrics."""
+
+
 class LauncherConfig(StrictModel):
     """How `rlanything up` runs the services locally."""
 
@@ -167,7 +172,7 @@ class RunConfig(StrictModel):
     env: EnvServiceConfig = Field(default_factory=EnvServiceConfig)
     policy: ServiceConfig = Field(default_factory=ServiceConfig)
     reward: ServiceConfig = Field(default_factory=ServiceConfig)
-    critic: ServiceConfig = Field(default_factory=ServiceConfig)
+    critic: CriticServiceConfig = Field(default_factory=CriticServiceConfig)
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
 
 
