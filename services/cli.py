@@ -56,6 +56,52 @@ def up(
 
 
 @app.command()
+def sft(
+    config: ConfigArg = None,
+    overrides: SetOpt = None,
+    out: Annotated[Path, typer.Option(help="Where to save the cold-started model (a Hugging Face directory).")] = Path(
+        "runs/sft-policy"),
+    family_index: Annotated[int, typer.Option(help="Which entry of env.families to learn from.")] = 0,
+) -> None:
+    """Cold start: train the policy on the environment's expert trajectories, print success before/after.
+
+    Budget and data come from ``policy.sft`` (episodes, steps, batch_size, lr, eval_episodes);
+    the model from ``policy.model`` (``source: ''`` builds the tiny model with a tokenizer
+    trained on the family's own text).
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from services.env.families.registry import build_family
+    from services.policy.sft import run_sft
+
+    run_config = _load(config, overrides)
+    try:
+        fam_cfg = run_config.env.families[family_index]
+    except IndexError:
+        console.print(f"[red]error:[/red] --family-index {family_index}: env.families has "
+                      f"{len(run_config.env.families)} entries")
+        raise typer.Exit(2) from None
+    pcfg = run_config.policy
+    family = build_family(fam_cfg, run_config.env.cache_dir)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task(f"SFT on {fam_cfg.type}: evaluating before", total=pcfg.sft.steps)
+
+        def report(kind: str, value: float) -> None:
+            if kind == "before":
+                console.print(f"success before SFT: {value:.3f} on {pcfg.sft.eval_episodes} held-out tasks")
+                progress.update(task, description=f"SFT on {fam_cfg.type}: training")
+            else:
+                progress.update(task, completed=int(value))
+
+        result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny, out, pcfg.rollout.history_steps,
+                         run_config.seed, pcfg.model.source, report)
+    console.print(f"success before: {result.success_before:.3f}  after: {result.success_after:.3f}  "
+                  f"({result.demonstrations} expert steps, {result.steps} optimizer steps, {result.seconds:.0f} s)")
+    console.print(f"model saved to {result.model_dir}")
+
+
+@app.command()
 def check_config(config: ConfigArg = None, overrides: SetOpt = None) -> None:
     """Validate a run config and print it resolved (exit 2 when it is invalid)."""
     from services.common.config import dump_config

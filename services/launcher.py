@@ -78,6 +78,10 @@ class Launcher:
             server["host"] = "127.0.0.1"
             server["grpc_port"] = server["grpc_port"] or free_port()
             server["metrics_port"] = server["metrics_port"] or free_port()
+        if "env" in self.config.launcher.services:  # rollout workers reach the env over gRPC
+            data["policy"]["rollout"]["env_address"] = f"127.0.0.1:{data['env']['server']['grpc_port']}"
+        data["policy"]["checkpoint_dir"] = str(self.run_dir / "checkpoints")
+        data["policy"]["openai_port"] = data["policy"]["openai_port"] or free_port()
         resolved = RunConfig.model_validate(data)
         config_path = self.run_dir / "config.yaml"
         config_path.write_text(dump_config(resolved))

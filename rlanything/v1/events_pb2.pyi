@@ -59,7 +59,7 @@ class SamplingParams(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class RolloutJob(_message.Message):
-    __slots__ = ("job_id", "round", "task", "group_size", "sampling", "min_policy_version", "max_steps", "seeds", "is_candidate", "split")
+    __slots__ = ("job_id", "round", "task", "group_size", "sampling", "min_policy_version", "max_steps", "seeds", "is_candidate", "split", "jobs_in_round")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,7 @@ class RolloutJob(_message.Message):
     SEEDS_FIELD_NUMBER: _ClassVar[int]
     IS_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
+    JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     task: TaskRef
@@ -80,7 +81,8 @@ class RolloutJob(_message.Message):
     seeds: _containers.RepeatedScalarFieldContainer[int]
     is_candidate: bool
     split: str
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., min_policy_version: _Optional[int] = ..., max_steps: _Optional[int] = ..., seeds: _Optional[_Iterable[int]] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ...) -> None: ...
+    jobs_in_round: int
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., min_policy_version: _Optional[int] = ..., max_steps: _Optional[int] = ..., seeds: _Optional[_Iterable[int]] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class TrajectoryStep(_message.Message):
     __slots__ = ("index", "prompt", "response", "prompt_token_ids", "response_token_ids", "behaviour_logprobs", "action", "action_index", "valid", "observation", "next_observation", "oracle_label", "env_reward")
@@ -113,7 +115,7 @@ class TrajectoryStep(_message.Message):
     def __init__(self, index: _Optional[int] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., action: _Optional[str] = ..., action_index: _Optional[int] = ..., valid: _Optional[bool] = ..., observation: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[StepLabel, str]] = ..., env_reward: _Optional[float] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source")
+    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round")
     TRAJECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +132,7 @@ class Trajectory(_message.Message):
     IS_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
     trajectory_id: str
     job_id: str
     round: int
@@ -146,7 +149,8 @@ class Trajectory(_message.Message):
     is_candidate: bool
     split: str
     source: str
-    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+    jobs_in_round: int
+    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("value", "response", "response_token_ids", "behaviour_logprobs")
@@ -201,28 +205,32 @@ class TrainingSample(_message.Message):
     def __init__(self, sample_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., advantage: _Optional[float] = ..., model_version: _Optional[int] = ...) -> None: ...
 
 class PolicySampleBatch(_message.Message):
-    __slots__ = ("batch_id", "round", "task", "samples")
+    __slots__ = ("batch_id", "round", "task", "samples", "jobs_in_round")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     round: int
     task: TaskRef
     samples: _containers.RepeatedCompositeFieldContainer[TrainingSample]
-    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ...) -> None: ...
+    jobs_in_round: int
+    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class RewardSampleBatch(_message.Message):
-    __slots__ = ("batch_id", "round", "task", "samples")
+    __slots__ = ("batch_id", "round", "task", "samples", "jobs_in_round")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     round: int
     task: TaskRef
     samples: _containers.RepeatedCompositeFieldContainer[TrainingSample]
-    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ...) -> None: ...
+    jobs_in_round: int
+    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class BadSteps(_message.Message):
     __slots__ = ("trajectory_id", "step_indices", "actions")
@@ -235,7 +243,7 @@ class BadSteps(_message.Message):
     def __init__(self, trajectory_id: _Optional[str] = ..., step_indices: _Optional[_Iterable[int]] = ..., actions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskReport(_message.Message):
-    __slots__ = ("job_id", "round", "task", "group_size", "rollouts", "wins", "acc", "direction", "bad_steps", "is_candidate", "partial", "split")
+    __slots__ = ("job_id", "round", "task", "group_size", "rollouts", "wins", "acc", "direction", "bad_steps", "is_candidate", "partial", "split", "jobs_in_round")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -248,6 +256,7 @@ class TaskReport(_message.Message):
     IS_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     PARTIAL_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
+    JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     task: TaskRef
@@ -260,7 +269,8 @@ class TaskReport(_message.Message):
     is_candidate: bool
     partial: bool
     split: str
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., rollouts: _Optional[int] = ..., wins: _Optional[int] = ..., acc: _Optional[float] = ..., direction: _Optional[_Union[Direction, str]] = ..., bad_steps: _Optional[_Iterable[_Union[BadSteps, _Mapping]]] = ..., is_candidate: _Optional[bool] = ..., partial: _Optional[bool] = ..., split: _Optional[str] = ...) -> None: ...
+    jobs_in_round: int
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., rollouts: _Optional[int] = ..., wins: _Optional[int] = ..., acc: _Optional[float] = ..., direction: _Optional[_Union[Direction, str]] = ..., bad_steps: _Optional[_Iterable[_Union[BadSteps, _Mapping]]] = ..., is_candidate: _Optional[bool] = ..., partial: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class ModelVersion(_message.Message):
     __slots__ = ("role", "version", "uri", "sha256", "trained_on_round", "published_unix_s")

@@ -24,7 +24,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, FetchTimeoutError
 
 from services.common.config import ConsumerConfig, NatsConfig
-from services.common.errors import InvalidEventError
+from services.common.errors import InvalidEventError, ServiceFailedError
 from services.common.metrics import EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
@@ -74,15 +74,19 @@ class EventBus:
         """Connect to ``nats_cfg.url`` as client ``name`` (timeout ``connect_timeout_s`` seconds).
 
         Raises:
-            nats.errors.NoServersError: the server cannot be reached.
+            ServiceFailedError: the server cannot be reached within 3 × ``connect_timeout_s`` seconds.
         """
-        nc = await nats.connect(
-            nats_cfg.url,
-            name=name,
-            connect_timeout=nats_cfg.connect_timeout_s,
-            allow_reconnect=True,
-            max_reconnect_attempts=-1,
-        )
+
+        async def on_error(exc: Exception) -> None:  # one line per problem, not a traceback per retry
+            log.warning("nats connection problem", extra={"url": nats_cfg.url, "error": f"{type(exc).__name__}: {exc}"})
+
+        try:
+            nc = await asyncio.wait_for(nats.connect(
+                nats_cfg.url, name=name, connect_timeout=nats_cfg.connect_timeout_s, allow_reconnect=True,
+                max_reconnect_attempts=-1, error_cb=on_error), timeout=3 * nats_cfg.connect_timeout_s)
+        except (asyncio.TimeoutError, OSError, nats.errors.NoServersError) as exc:
+            raise ServiceFailedError(f"cannot reach NATS at {nats_cfg.url} (nats.url) within "
+                                     f"{3 * nats_cfg.connect_timeout_s:g} s: {type(exc).__name__}") from None
         return cls(nc, nc.jetstream(), nats_cfg, consumer_cfg)
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...] = STREAMS) -> None:

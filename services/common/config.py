@@ -28,6 +28,12 @@ __all__ = [
     "AdaptationConfig",
     "EnvServiceConfig",
     "CriticServiceConfig",
+    "TinyModelConfig",
+    "ModelConfig",
+    "PPOConfig",
+    "RolloutConfig",
+    "SFTConfig",
+    "PolicyServiceConfig",
     "RunConfig",
     "SERVICE_NAMES",
     "load_config",
@@ -147,8 +153,100 @@ class EnvServiceConfig(ServiceConfig):
     pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")
 
 
+class TinyModelConfig(StrictModel):
+    """A tiny Qwen2-style decoder built from scratch with a tokenizer trained on the family's text."""
+
+    hidden_size: int = Field(128, ge=16, description="Model width.")
+    layers: int = Field(2, ge=1, description="Decoder layers.")
+    heads: int = Field(4, ge=1, description="Attention heads.")
+    vocab_size: int = Field(512, ge=300, description="Byte-level BPE vocabulary (keep it small on CPU).")
+
+
+class ModelConfig(StrictModel):
+    """Which model a service runs, and through which generation backend."""
+
+    backend: Literal["hf", "vllm", "openai"] = Field("hf", description="Generation backend.")
+    source: str = Field(
+        "", description="Local HF directory, hub id, 'smollm2', or '' for the tiny model built from the family.")
+    cache_dir: str = Field(".cache/models", description="Where built/converted models are cached.")
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig)
+    openai_base_url: str = Field("", description="openai backend: the server's /v1 URL.")
+    openai_model: str = Field("", description="openai backend: the model name to request.")
+    openai_api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+    device: str = Field("cpu", description="torch device for hf: 'cpu' or 'cuda'.")
+
+
+class PPOConfig(StrictModel):
+    """PPO-clip with the k3 KL term (ALGORITHM.md, training step); used by both trainers."""
+
+    eps: float = Field(0.2, gt=0, lt=1, description="Clip range ε.")
+    beta: float = Field(0.01, ge=0, description="KL coefficient β (k3 estimator).")
+    lr: float = Field(3e-4, gt=0, description="AdamW learning rate (tiny CPU models need ~1e-4..1e-3).")
+    optimizer_steps: int = Field(4, ge=1, description="Optimizer steps per round: the data is split in this many minibatches.")
+    grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+    max_length: int = Field(1024, ge=2, description="Samples longer than this (tokens) are dropped with their advantage.")
+    min_samples_async: int = Field(64, ge=1, description="async mode: train once this many samples are stored.")
+
+
+class RolloutConfig(StrictModel):
+    """Rollout workers: prompts, parsing and how invalid answers are handled."""
+
+    env_address: str = Field("127.0.0.1:50051", description="gRPC address of the env service.")
+    history_steps: int = Field(2, ge=0, description="Past steps shown in each step prompt.")
+    invalid_action: Literal["noop", "end_episode"] = Field(
+        "noop", description="Unparseable answer: 'noop' keeps the state and counts the step; 'end_episode' loses.")
+    version_wait_s: float = Field(120.0, gt=0, description="Seconds a job waits for its min_policy_version.")
+
+
+class SFTConfig(StrictModel):
+    """Cold start: supervised steps on the environment's expert trajectories."""
+
+    episodes: int = Field(600, ge=1, description="Expert episodes (maps, games, questions) to learn from.")
+    steps: int = Field(300, ge=0, description="Optimizer steps (stop short of mastery).")
+    batch_size: int = Field(32, ge=1, description="Samples per step.")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
+    eval_episodes: int = Field(100, ge=1, description="Held-out episodes to measure success before/after.")
+
+
+class PolicyServiceConfig(ServiceConfig):
+    """The policy service: backends, rollout workers, the trainer, checkpoints, the OpenAI endpoint."""
+
+    role: Literal["all", "rollout", "trainer"] = Field("all", description="Which parts this process runs.")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    ppo: PPOConfig = Field(default_factory=PPOConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    checkpoint_dir: str = Field("runs/checkpoints", description="Shared checkpoint store (a volume in k8s).")
+    openai_port: int = Field(8000, ge=0, le=65535, description="OpenAI-compatible HTTP port (0 = free port).")
+    max_batch: int = Field(64, ge=1, description="Chats per generate call.")
+
+
 class CriticServiceConfig(ServiceConfig):
     """The critic service: task groups, integrated advantages, consistency rewards, metrics."""
+
+    lam: float = Field(
+        1.0, ge=0, description="λ: weight of the RM's mean vote in the step reward r = O + λ·S̄ (0 = outcome-only).")
+    group_timeout_s: float = Field(
+        600.0, gt=0, description="Seconds after a group's first stored rollout before it is reported partial.")
+    lone_rollout_advantage: Literal["zero", "raw"] = Field(
+        "zero", description="Advantage of a step index only one rollout reaches: 0, or the reference's raw r.")
+    policy_band: bool = Field(
+        True, description="Train the policy only on tasks with a win and a loss (acc in [1/G, 1-1/G]).")
+    rm_band_low: float = Field(0.2, ge=0, le=1, description="Lowest task acc whose steps train the RM.")
+    rm_band_high: float = Field(0.8, ge=0, le=1, description="Highest task acc whose steps train the RM.")
+    invalid_vote_penalty: float = Field(
+        -2.0, le=0, description="Consistency reward of an unparseable RM vote (format penalty), before z-scoring.")
+    groups_bucket: str = Field(
+        "critic_groups", pattern=r"^[A-Za-z0-9_-]+$", description="JetStream KV bucket of the open groups.")
+    stats_bucket: str = Field(
+        "critic_stats", pattern=r"^[A-Za-z0-9_-]+$",
+        description="JetStream KV bucket of closed groups (task reports, round statistics).")
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Reject an empty RM band (raised as a validation error naming the section)."""
+        if self.rm_band_low > self.rm_band_high:
+            raise ValueError(f"rm_band_low ({self.rm_band_low}) must not exceed rm_band_high ({self.rm_band_high})")
 
 
 class LauncherConfig(StrictModel):
@@ -170,7 +268,7 @@ class RunConfig(StrictModel):
     nats: NatsConfig = Field(default_factory=NatsConfig)
     consumer: ConsumerConfig = Field(default_factory=ConsumerConfig)
     env: EnvServiceConfig = Field(default_factory=EnvServiceConfig)
-    policy: ServiceConfig = Field(default_factory=ServiceConfig)
+    policy: PolicyServiceConfig = Field(default_factory=PolicyServiceConfig)
     reward: ServiceConfig = Field(default_factory=ServiceConfig)
     critic: CriticServiceConfig = Field(default_factory=CriticServiceConfig)
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)

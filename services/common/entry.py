@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from services.common.config import load_config
-from services.common.errors import ConfigError
+from services.common.errors import ConfigError, ServiceFailedError
 from services.common.logs import configure_logging
 
 __all__ = ["service_main"]
@@ -37,8 +37,13 @@ def service_main(name: str, factory: str) -> None:
         module_name, attr = factory.split(":")
         from services.common.runtime import run_service  # heavy imports after validation
 
-        service = getattr(importlib.import_module(module_name), attr)(run_config)
-        raise typer.Exit(asyncio.run(run_service(service)))
+        try:
+            service = getattr(importlib.import_module(module_name), attr)(run_config)
+            code = asyncio.run(run_service(service))
+        except ServiceFailedError as exc:
+            typer.echo(f"{name}: {exc}", err=True)
+            raise typer.Exit(1) from None
+        raise typer.Exit(code)
 
     app = typer.Typer(add_completion=False, help=f"RLAnything {name} service.")
     app.command()(command)

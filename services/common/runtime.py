@@ -105,6 +105,10 @@ async def run_service(service: Service) -> int:
     log.info("stopping", extra={"grace_s": cfg.server.grace_s})
     await health.enter_graceful_shutdown()
     SERVICE_UP.labels(service.name).set(0)
+    # In-flight event handlers are cancelled, not awaited: their messages were not acked, so
+    # JetStream redelivers them to another worker (at-least-once); waiting could take minutes.
+    for task in tasks:
+        task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     for task in service.background:
         task.cancel()

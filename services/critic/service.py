@@ -1,11 +1,158 @@
-"""The critic service process (a thin shell over the pure modules of this package)."""
+"""The critic service process (a thin shell over the pure modules of this package).
+
+Flow per judged trajectory (`rla.traj.judged`, durable consumer ``critic-judged``):
+validate → store it in the groups bucket under its job and rollout index → ack. When the job's G
+rollouts are in, or ``group_timeout_s`` after its first one was stored (partial), the group closes:
+`evaluate_group` computes everything, then the critic publishes the policy batch, the RM batch
+and the task report (stable msg ids ``<job>/policy``, ``<job>/reward``, ``<job>``), stores the
+report and the group's statistics, publishes the round's updated `RoundMetrics` (msg id
+``critic/<round>/<groups closed in the round>``) and deletes the group's keys. Every step is
+idempotent, so a crash anywhere is repaired by the restart: open groups are read back from KV,
+and a group found both stored and reported is closed again with the same ids.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
+import grpc
+from rlanything.v1 import critic_pb2_grpc
+from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, RoundMetrics
+
+from services.common.bus import Consumer, Delivery, EventBus
+from services.common.config import CriticServiceConfig, RunConfig
 from services.common.runtime import Service
+from services.common.streams import Subjects
+from services.critic.group_eval import evaluate_group
+from services.critic.grpc_service import SERVICE_NAME, CriticServicer
+from services.critic.ledger import Ledger
+from services.critic.store import GroupStore, OpenGroup, StatsStore
+from services.critic.telemetry import GROUPS_CLOSED, GROUPS_OPEN, SAMPLES_EMITTED, TRAJECTORIES, export_round
+from services.critic.validation import check_judged, check_same_group
+
+__all__ = ["CriticService"]
+
+_TIMEOUT_FAILURES_BUDGET = 5
+"""Consecutive failed timeout sweeps (e.g. NATS unreachable) before the process gives up."""
 
 
 class CriticService(Service):
     """Critic service: task groups, integrated advantages, consistency rewards, task reports, metrics."""
 
     name = "critic"
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.cfg: CriticServiceConfig = config.critic
+        self.ledger = Ledger()
+        self.open: dict[str, OpenGroup] = {}
+        self.latest_policy_version: int | None = None
+        self.sweep_period_s = min(1.0, self.cfg.group_timeout_s / 4)
+        """Derived: how often open groups are checked for the partial timeout."""
+        self._lock = asyncio.Lock()  # one group change at a time (consumer vs timeout sweep)
+
+    async def on_start(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.groups = await GroupStore.open(bus.js, self.cfg.groups_bucket)
+        self.stats = await StatsStore.open(bus.js, self.cfg.stats_bucket)
+        policy = await self.stats.load(self.ledger)
+        self.latest_policy_version = None if policy is None else int(policy.version)
+        self.open = await self.groups.load()
+        for group in list(self.open.values()):
+            if self.ledger.is_closed(group.job_id):  # reported, then crashed before deleting its keys
+                await self._close(group, partial=self.ledger.reports[group.job_id].partial)
+            elif group.is_complete():  # all G stored, then crashed before closing
+                await self._close(group, partial=False)
+            else:
+                self.ledger.mark_open(group.job_id, group.round)
+        GROUPS_OPEN.set(len(self.open))
+        self.log.info("critic state loaded", extra={"closed_groups": len(self.ledger.reports),
+                                                    "open_groups": len(self.open)})
+        self.background.append(asyncio.create_task(self._sweep_timeouts(), name="group-timeouts"))
+
+    def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
+        servicer = CriticServicer(self.ledger)
+        return [(SERVICE_NAME, lambda s: critic_pb2_grpc.add_CriticServicer_to_server(servicer, s))]
+
+    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
+        return [
+            bus.consumer(stream="TRAJ", durable="critic-judged", subject=Subjects.TRAJ_JUDGED,
+                         message_type=JudgedTrajectory, handler=self._on_judged),
+            bus.consumer(stream="MODELS", durable="critic-policy-versions", subject=Subjects.MODELS_POLICY,
+                         message_type=ModelVersion, handler=self._on_policy_version),
+        ]
+
+    async def _on_judged(self, judged: JudgedTrajectory, delivery: Delivery) -> None:
+        """Consumer handler for `rla.traj.judged`: store the rollout; close its group when full."""
+        check_judged(judged)
+        t = judged.trajectory
+        async with self._lock:
+            if self.ledger.is_closed(t.job_id):
+                TRAJECTORIES.labels("late").inc()
+                self.log.info("trajectory after its group was reported; dropped",
+                              extra={"trajectory_id": t.trajectory_id, "deliveries": delivery.num_delivered})
+                return
+            group = self.open.get(t.job_id)
+            if group is not None:
+                check_same_group(group.first, judged)
+            await self.groups.put(judged)
+            if group is None:
+                group = OpenGroup(t.job_id, int(t.round), int(t.group_size), time.time())
+                self.open[t.job_id] = group
+                self.ledger.mark_open(t.job_id, group.round)
+                GROUPS_OPEN.set(len(self.open))
+            TRAJECTORIES.labels("repeated" if t.rollout_index in group.records else "stored").inc()
+            group.records[int(t.rollout_index)] = judged
+            if group.is_complete():
+                await self._close(group, partial=False)
+
+    async def _on_policy_version(self, event: ModelVersion, delivery: Delivery) -> None:
+        """Consumer handler for `rla.models.policy`: remember the newest version (staleness metric)."""
+        if self.latest_policy_version is None or event.version > self.latest_policy_version:
+            await self.stats.put_policy_version(event)
+            self.latest_policy_version = int(event.version)
+
+    async def _close(self, group: OpenGroup, partial: bool) -> None:
+        """Publish a group's outputs, store its report, update its round, delete its keys."""
+        out = evaluate_group(list(group.records.values()), self.cfg, partial=partial,
+                             latest_policy_version=self.latest_policy_version)
+        report = out.report
+        await self.bus.publish(Subjects.SAMPLES_POLICY, out.policy, msg_id=out.policy.batch_id)
+        await self.bus.publish(Subjects.SAMPLES_REWARD, out.reward, msg_id=out.reward.batch_id)
+        await self.bus.publish(Subjects.CRITIC_TASK, report, msg_id=report.job_id)
+        stats = RoundMetrics(round=report.round, values=out.stats, published_unix_s=time.time())
+        await self.stats.put_closed(report, stats)
+        closed_in_round = self.ledger.close(report, stats)
+        metrics = self.ledger.round_metrics(int(report.round))
+        await self.bus.publish(Subjects.METRICS_ROUND, metrics, msg_id=f"critic/{report.round}/{closed_in_round}")
+        await self.groups.delete(group.job_id, sorted(group.records))
+        self.open.pop(group.job_id, None)
+        GROUPS_OPEN.set(len(self.open))
+        GROUPS_CLOSED.labels("partial" if partial else "complete").inc()
+        SAMPLES_EMITTED.labels("policy").inc(len(out.policy.samples))
+        SAMPLES_EMITTED.labels("reward").inc(len(out.reward.samples))
+        export_round(int(report.round), metrics.values)
+        self.log.info("group closed", extra={"job_id": report.job_id, "round": report.round, "acc": report.acc,
+                                             "rollouts": report.rollouts, "partial": partial,
+                                             "policy_samples": len(out.policy.samples),
+                                             "reward_samples": len(out.reward.samples)})
+
+    async def _sweep_timeouts(self) -> None:
+        """Close, as partial, every open group older than ``group_timeout_s`` (background task)."""
+        failures = 0
+        while True:
+            await asyncio.sleep(self.sweep_period_s)
+            try:
+                async with self._lock:
+                    now = time.time()
+                    for group in list(self.open.values()):
+                        if now - group.first_stored_unix_s >= self.cfg.group_timeout_s:
+                            await self._close(group, partial=True)
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - retried next sweep; re-raised once the budget is spent
+                failures += 1
+                self.log.warning("timeout sweep failed", extra={"failures": failures, "error": repr(exc)})
+                if failures >= _TIMEOUT_FAILURES_BUDGET:
+                    raise

@@ -111,6 +111,7 @@ class Scheduler:
             if slot.HasField("pending"):
                 jobs.append(self._job(round_, slot, slot.pending, True, min_policy_version, rng))
         for job in jobs:
+            job.jobs_in_round = len(jobs)
             await self.bus.publish(Subjects.ROLLOUT_JOBS, job, msg_id=job.job_id)
 
         def advance(s: SchedulerState | None) -> SchedulerState:

@@ -1,11 +1,119 @@
-"""The policy service process (a thin shell over the pure modules of this package)."""
+"""The policy service process: rollout workers, the trainer, gRPC Generate, OpenAI endpoint."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
+import grpc
+import uvicorn
+from prometheus_client import Gauge
+from rlanything.v1 import policy_pb2_grpc
+from rlanything.v1.events_pb2 import PolicySampleBatch, RolloutJob
+
+from services.common.bus import Consumer, Delivery, EventBus
+from services.common.checkpoints import VersionStore
+from services.common.config import PolicyServiceConfig, RunConfig
+from services.common.errors import InvalidEventError, TransientError
+from services.common.kv import ProtoBucket
+from services.common.models.generation import Generator, HFGenerator
+from services.common.nats_server import free_port
 from services.common.runtime import Service
+from services.common.streams import Subjects
+from services.common.trainer_shell import Trainer
+from services.policy.env_clients import GrpcEnvClient
+from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
+from services.policy.models import build_generator, initial_source
+from services.policy.openai_api import EmbeddedServer, build_app
+from services.policy.rollout import run_group
+
+VERSION_LAG = Gauge("rla_policy_version_lag_seconds", "Seconds from a version's announcement to serving it.")
+SERVED_VERSION = Gauge("rla_policy_served_version", "Policy version this process serves.")
 
 
 class PolicyService(Service):
     """Policy service: generation backends, rollout workers, the policy trainer and its checkpoints."""
 
     name = "policy"
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.cfg: PolicyServiceConfig = config.policy
+        self.source = initial_source(self.cfg.model, config.env.families[0], self.cfg.rollout.history_steps)
+        self.generator: Generator = build_generator(self.cfg.model, self.source)
+        self.serves = self.cfg.role in ("all", "rollout")
+        self.trains = self.cfg.role in ("all", "trainer")
+
+    async def on_start(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.versions = await VersionStore.open(bus)
+        if self.trains:
+            store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
+            self.trainer = Trainer("policy", HFGenerator(self.source, self.cfg.model.cache_dir), self.versions, store,
+                                   self.cfg.ppo, self.cfg.checkpoint_dir, mode=self.config.env.scheduler.mode)
+            await self.trainer.ensure_initial_version(self.source)
+        if self.serves:
+            self.env = GrpcEnvClient(self.cfg.rollout.env_address)
+            await self._load_latest()
+            self.background.append(asyncio.create_task(self._watch_versions(), name="version-watch"))
+            port = self.cfg.openai_port or free_port()
+            http = EmbeddedServer(uvicorn.Config(build_app(self.generator, self.source), host=self.cfg.server.host,
+                                                 port=port, log_level="warning", lifespan="off"))
+            self.http = http
+            self.background.append(asyncio.create_task(http.serve(), name="openai-http"))
+            self.log.info("openai endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1"})
+
+    async def _load_latest(self) -> bool:
+        latest = await self.versions.latest("policy")
+        if latest is None or latest.version <= self.generator.model_version:
+            return False
+        await asyncio.to_thread(self.generator.load_version, latest.uri, int(latest.version))
+        VERSION_LAG.set(max(0.0, time.time() - latest.published_unix_s))
+        SERVED_VERSION.set(latest.version)
+        self.log.info("serving new version", extra={"version": latest.version, "uri": latest.uri,
+                                                    "lag_s": round(time.time() - latest.published_unix_s, 3)})
+        return True
+
+    async def _watch_versions(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            await self._load_latest()
+
+    def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
+        if not self.serves:
+            return []
+        servicer = PolicyServicer(self.generator, self.cfg.max_batch)
+        return [(SERVICE_NAME, lambda s: policy_pb2_grpc.add_PolicyServicer_to_server(servicer, s))]
+
+    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
+        out: list[Consumer] = []  # type: ignore[type-arg]
+        if self.serves:
+            out.append(bus.consumer(stream="JOBS", durable="policy-rollout-workers", subject=Subjects.ROLLOUT_JOBS,
+                                    message_type=RolloutJob, handler=self.on_job))
+        if self.trains:
+            out.append(bus.consumer(stream="SAMPLES", durable="policy-trainer", subject=Subjects.SAMPLES_POLICY,
+                                    message_type=PolicySampleBatch, handler=self.trainer.on_batch))
+        return out
+
+    async def on_job(self, job: RolloutJob, delivery: Delivery) -> None:
+        """Roll the job's task out G times and publish the trajectories (then the job is acked)."""
+        if not job.job_id or not job.task.slot_id or job.group_size < 1 or len(job.seeds) < job.group_size:
+            raise InvalidEventError(f"rollout job {job.job_id!r}: needs job_id, task.slot_id, group_size >= 1 and "
+                                    f"group_size seeds (got group_size={job.group_size}, {len(job.seeds)} seeds)")
+        deadline = time.monotonic() + self.cfg.rollout.version_wait_s
+        while self.generator.model_version < job.min_policy_version:
+            if not await self._load_latest():
+                if time.monotonic() > deadline:
+                    raise TransientError(f"policy version {job.min_policy_version} not available "
+                                         f"(serving {self.generator.model_version})")
+                await asyncio.sleep(0.5)
+        trajectories = await run_group(job, self.env, self.generator, self.cfg.rollout.history_steps,
+                                       self.cfg.rollout.invalid_action, self.cfg.max_batch)
+        for t in trajectories:
+            await self.bus.publish(Subjects.TRAJ_COMPLETED, t, msg_id=t.trajectory_id)
+
+    async def on_stop(self) -> None:
+        if self.serves:
+            self.http.should_exit = True
+            await self.env.aclose()

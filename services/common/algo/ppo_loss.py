@@ -1,0 +1,80 @@
+"""PPO-clip loss with the k3 KL term, shared by the policy and reward-model trainers.
+
+Source: arXiv 2602.02488 (RLAnything), "Training step", restated in ALGORITHM.md. Per response
+token, with d = clamp(log π_θ − log π_old, −10, 10) and ρ = exp(d):
+
+    surrogate = min(ρ·A, clip(ρ, 1−ε, 1+ε)·A)
+    k3        = exp(−d) − 1 + d
+    loss      = −mean_samples(token_mean(surrogate)) + β · mean_samples(token_mean(k3))
+
+Each sample's tokens are averaged first, then samples (so long responses do not outweigh short
+ones). Degenerate cases: θ = θ_old gives d = 0, ρ = 1, k3 = 0 and a zero KL gradient; A = 0
+gives no policy gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["PPOStats", "ppo_clip_loss", "token_mean"]
+
+
+@dataclass(frozen=True)
+class PPOStats:
+    """Diagnostics of one loss evaluation (floats, no gradient)."""
+
+    loss: float
+    surrogate: float
+    kl: float
+    """Mean over samples of the token-mean k3 estimate."""
+    clip_fraction: float
+    """Share of response tokens whose ratio lies outside [1−ε, 1+ε]."""
+    ratio_mean: float
+
+
+def token_mean(x_BT: Tensor, mask_BT: Tensor) -> Tensor:
+    """Mean over each sample's masked tokens: shape [B, T] → [B] (empty samples give 0)."""
+    return (x_BT * mask_BT).sum(-1) / mask_BT.sum(-1).clamp(min=1)
+
+
+def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor, mask_BT: Tensor,
+                  eps: float = 0.2, beta: float = 0.01) -> tuple[Tensor, PPOStats]:
+    """The RLAnything PPO-clip + k3 loss.
+
+    Args:
+        logp_new_BT: log π_θ of each response token, [B, T] (requires grad).
+        logp_old_BT: log π_old of the same tokens, [B, T] (no grad).
+        advantage_B: one advantage per sample, [B].
+        mask_BT: 1.0 on response tokens, 0.0 on padding, [B, T].
+        eps: clip range ε (0.2 in the paper).
+        beta: KL coefficient β (0.01 in the paper).
+
+    Returns:
+        ``(loss, stats)``: a scalar tensor to back-propagate, and its diagnostics.
+
+    Raises:
+        ValueError: shapes disagree.
+    """
+    if logp_new_BT.shape != logp_old_BT.shape or logp_new_BT.shape != mask_BT.shape:
+        raise ValueError(f"shape mismatch: new {tuple(logp_new_BT.shape)}, old {tuple(logp_old_BT.shape)}, "
+                         f"mask {tuple(mask_BT.shape)}")
+    if advantage_B.shape != logp_new_BT.shape[:1]:
+        raise ValueError(f"advantage_B has shape {tuple(advantage_B.shape)}, expected ({logp_new_BT.shape[0]},)")
+    mask_BT = mask_BT.to(logp_new_BT.dtype)
+    d_BT = torch.clamp(logp_new_BT - logp_old_BT.detach(), -10.0, 10.0)
+    ratio_BT = torch.exp(d_BT)
+    adv_B1 = advantage_B.to(logp_new_BT.dtype).unsqueeze(-1)
+    surrogate_BT = torch.minimum(ratio_BT * adv_B1, torch.clamp(ratio_BT, 1 - eps, 1 + eps) * adv_B1)
+    k3_BT = torch.exp(-d_BT) - 1 + d_BT
+    surrogate = token_mean(surrogate_BT, mask_BT).mean()
+    kl = token_mean(k3_BT, mask_BT).mean()
+    loss = -surrogate + beta * kl
+    with torch.no_grad():
+        n_tokens = mask_BT.sum().clamp(min=1)
+        clipped = (((ratio_BT < 1 - eps) | (ratio_BT > 1 + eps)).to(mask_BT.dtype) * mask_BT).sum() / n_tokens
+        stats = PPOStats(float(loss), float(surrogate), float(kl), float(clipped),
+                         float((ratio_BT * mask_BT).sum() / n_tokens))
+    return loss, stats

@@ -1,0 +1,69 @@
+"""Versioned checkpoints: save a Hugging Face directory, announce it, find the latest.
+
+A version announcement (`ModelVersion`) carries the version number, the directory (a shared
+volume in Kubernetes, the run directory locally) and a SHA-256 of the weight files. It is
+published on `rla.models.<role>` and kept in the KV bucket ``models`` (key = role) so that a
+worker that starts later, or restarts, finds the latest version without replaying the stream.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion
+
+from services.common.bus import EventBus
+from services.common.kv import ProtoBucket
+from services.common.models.loading import checkpoint_sha256
+from services.common.streams import Subjects
+
+__all__ = ["ROLES", "save_checkpoint", "VersionStore"]
+
+ROLES = {"policy": (MODEL_ROLE_POLICY, Subjects.MODELS_POLICY),
+         "reward": (MODEL_ROLE_REWARD_MODEL, Subjects.MODELS_REWARD)}
+
+
+def save_checkpoint(model: torch.nn.Module, tokenizer: object, root: str | Path, role: str, version: int) -> Path:
+    """Save ``model`` and ``tokenizer`` to ``root/<role>/v<version>`` atomically (temp dir + rename)."""
+    out = Path(root) / role / f"v{version}"
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)  # type: ignore[attr-defined]
+    tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+class VersionStore:
+    """Latest model versions per role (KV bucket ``models``) and their announcements."""
+
+    def __init__(self, bus: EventBus, bucket: ProtoBucket) -> None:
+        self.bus = bus
+        self.bucket = bucket
+
+    @classmethod
+    async def open(cls, bus: EventBus) -> "VersionStore":
+        """Open (or create) the ``models`` bucket."""
+        return cls(bus, await ProtoBucket.open(bus.js, "models", ModelVersion))
+
+    async def latest(self, role: str) -> ModelVersion | None:
+        """The newest announced version of ``role`` ("policy" or "reward"), or None."""
+        value, _ = await self.bucket.get(role)
+        return value  # type: ignore[return-value]
+
+    async def announce(self, role: str, version: int, uri: str | Path, trained_on_round: int) -> ModelVersion:
+        """Publish ``rla.models.<role>`` (msg id ``<role>/v<version>``) and record it as the latest."""
+        enum, subject = ROLES[role]
+        event = ModelVersion(role=enum, version=version, uri=str(uri), sha256=checkpoint_sha256(uri),
+                             trained_on_round=trained_on_round, published_unix_s=time.time())
+        await self.bus.publish(subject, event, msg_id=f"{role}/v{version}")
+
+        def newer(current: ModelVersion | None) -> ModelVersion:
+            return event if current is None or version >= current.version else current
+
+        await self.bucket.update(role, newer)
+        return event

@@ -1,0 +1,1 @@
+"""Language models shared by the policy and the reward model: building, loading, generating."""

@@ -1,0 +1,235 @@
+"""One generation interface, three backends: `hf` (transformers), `vllm` (GPU extra), `openai`.
+
+Every backend takes a batch of chats and returns, per chat, the completion text, its token ids
+and the behaviour log-probs of those tokens (at temperature 1, the convention the trainer uses),
+plus the model version that produced it. `hf` and `vllm` swap in a new checkpoint without a
+restart (`load_version`).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers.utils import logging as hf_logging
+
+from services.common.models.loading import load_model
+
+__all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "VLLMGenerator", "Chat"]
+
+hf_logging.disable_progress_bar()
+Chat = Sequence[dict[str, str]]
+"""A chat: ``[{"role": "user", "content": "..."}, ...]``."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings of one request."""
+
+    temperature: float = 1.0
+    """0 = greedy."""
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    """Tokens."""
+    stop: tuple[str, ...] = ()
+    """Stop strings (the text is cut before them)."""
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated answer."""
+
+    text: str
+    prompt_token_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    """Behaviour log-prob of each token in ``token_ids`` (nats; empty when the backend has none)."""
+    finish_reason: str
+    """``"stop"`` (end of turn or stop string) or ``"length"``."""
+
+
+class Generator(ABC):
+    """A text generator serving one model version at a time."""
+
+    model_version: int = 0
+
+    @abstractmethod
+    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        """One completion per chat, in order."""
+
+    def load_version(self, path: str, version: int) -> None:
+        """Serve checkpoint ``path`` as ``version`` from the next call on (default: no weights)."""
+        self.model_version = version
+
+
+@dataclass
+class _Loaded:
+    model: torch.nn.Module
+    tokenizer: object
+    version: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class HFGenerator(Generator):
+    """transformers `generate` with left padding, sampling and per-token log-probs (CPU or GPU)."""
+
+    def __init__(self, source: str, cache_dir: str | Path = ".cache/models", version: int = 0,
+                 device: str = "cpu", threads: int | None = None) -> None:
+        if threads:
+            torch.set_num_threads(threads)
+        self.cache_dir = cache_dir
+        self.device = device
+        model, tokenizer = load_model(source, cache_dir, device=device)
+        self._loaded = _Loaded(model, tokenizer, version)
+        self.model_version = version
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """The model currently served."""
+        return self._loaded.model
+
+    @property
+    def tokenizer(self):  # type: ignore[no-untyped-def]
+        """The tokenizer of the model currently served."""
+        return self._loaded.tokenizer
+
+    def load_version(self, path: str, version: int) -> None:
+        model, tokenizer = load_model(path, self.cache_dir, device=self.device)
+        self._loaded = _Loaded(model, tokenizer, version)  # atomic swap: in-flight calls finish on the old one
+        self.model_version = version
+
+    def encode_chat(self, chat: Chat) -> list[int]:
+        """Token ids of ``chat`` with the generation prompt appended (the chat template)."""
+        ids = self._loaded.tokenizer.apply_chat_template(list(chat), add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+
+    @torch.no_grad()
+    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        loaded = self._loaded
+        tok = loaded.tokenizer
+        prompts = [self.encode_chat(c) for c in chats]
+        if not prompts:
+            return []
+        width = max(len(p) for p in prompts)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        greedy = sampling.temperature <= 0
+        with loaded.lock:
+            out = loaded.model.generate(
+                input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,
+                do_sample=not greedy, temperature=None if greedy else sampling.temperature,
+                top_p=None if greedy else sampling.top_p, top_k=None,
+                stopping_criteria=StoppingCriteriaList([_StopOnText(tok, sampling.stop, width)]) if sampling.stop else None,
+                return_dict_in_generate=True, output_logits=True, pad_token_id=pad,
+                eos_token_id=tok.eos_token_id)
+        new_tokens = out.sequences[:, width:]
+        logp = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [B, T, V] at temperature 1
+        picked = logp.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
+        results = []
+        for i, prompt in enumerate(prompts):
+            ids = new_tokens[i].tolist()
+            n = len(ids)
+            finish = "length"
+            if tok.eos_token_id in ids:
+                n, finish = ids.index(tok.eos_token_id) + 1, "stop"
+            text = tok.decode(ids[:n], skip_special_tokens=True)
+            for s in sampling.stop:
+                if s in text:
+                    text, finish = text[: text.index(s)], "stop"
+                    cut = self._tokens_covering(ids[:n], text + s)
+                    n = min(n, cut)
+            results.append(Completion(text, tuple(prompt), tuple(ids[:n]), tuple(picked[i, :n].tolist()), finish))
+        return results
+
+    def _tokens_covering(self, ids: list[int], text: str) -> int:
+        """The fewest leading tokens of ``ids`` whose decoding contains ``text``."""
+        tok = self._loaded.tokenizer
+        for k in range(1, len(ids) + 1):
+            if text in tok.decode(ids[:k], skip_special_tokens=True):
+                return k
+        return len(ids)
+
+
+class _StopOnText(StoppingCriteria):
+    """Stop a row once its *generated* text contains a stop string (transformers' own
+    ``stop_strings`` also matches across the prompt boundary, e.g. a prompt ending in a newline)."""
+
+    def __init__(self, tokenizer, stops: Sequence[str], prompt_width: int) -> None:  # type: ignore[no-untyped-def]
+        self.tokenizer = tokenizer
+        self.stops = tuple(stops)
+        self.width = prompt_width
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.width:], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.stops) for t in texts], device=input_ids.device)
+
+
+class OpenAIGenerator(Generator):
+    """Any OpenAI-compatible chat-completions server (token ids are not available: inference only)."""
+
+    def __init__(self, base_url: str, model: str, api_key: str = "EMPTY", timeout_s: float = 60.0,
+                 max_parallel: int = 8) -> None:
+        from openai import OpenAI
+
+        self.client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s)
+        self.model = model
+        self.max_parallel = max_parallel
+
+    def _one(self, chat: Chat, sampling: Sampling) -> Completion:
+        response = self.client.chat.completions.create(
+            model=self.model, messages=list(chat), temperature=sampling.temperature, top_p=sampling.top_p,
+            max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None, logprobs=True,
+            seed=sampling.seed)
+        choice = response.choices[0]
+        logprobs = tuple(t.logprob for t in (choice.logprobs.content or [])) if choice.logprobs else ()
+        return Completion(choice.message.content or "", (), (), logprobs, choice.finish_reason or "stop")
+
+    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        with ThreadPoolExecutor(self.max_parallel) as pool:
+            return list(pool.map(lambda c: self._one(c, sampling), chats))
+
+
+class VLLMGenerator(Generator):
+    """vLLM offline engine (GPU; install the `vllm` extra). Unverified on this CPU-only machine."""
+
+    def __init__(self, source: str, cache_dir: str | Path = ".cache/models", version: int = 0,
+                 gpu_memory_utilization: float = 0.5) -> None:
+        from vllm import LLM  # optional dependency
+
+        from services.common.models.loading import resolve_model_path
+
+        self._llm_cls = LLM
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.cache_dir = cache_dir
+        self.llm = LLM(model=resolve_model_path(source, cache_dir), gpu_memory_utilization=gpu_memory_utilization)
+        self.model_version = version
+
+    def load_version(self, path: str, version: int) -> None:
+        del self.llm
+        self.llm = self._llm_cls(model=path, gpu_memory_utilization=self.gpu_memory_utilization)
+        self.model_version = version
+
+    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
+                                max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
+                                logprobs=0, seed=sampling.seed)
+        outputs = self.llm.chat([list(c) for c in chats], params, use_tqdm=False)
+        results = []
+        for out in outputs:
+            gen = out.outputs[0]
+            logprobs = tuple(float(step[tid].logprob) for tid, step in zip(gen.token_ids, gen.logprobs or []))
+            results.append(Completion(gen.text, tuple(out.prompt_token_ids), tuple(gen.token_ids), logprobs,
+                                      gen.finish_reason or "stop"))
+        return results

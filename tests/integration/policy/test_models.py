@@ -1,0 +1,56 @@
+"""Model loading and generation (no services): HF directories, behaviour log-probs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from services.common.models import loading
+from services.common.models.generation import HFGenerator, Sampling
+from services.common.models.logprobs import token_logprobs
+
+pytestmark = pytest.mark.integration
+
+
+def test_saved_directory_loads_through_the_hub_id_code_path(tiny_model_dir: Path, monkeypatch) -> None:
+    seen: list[str] = []
+    real = loading.AutoModelForCausalLM.from_pretrained
+
+    def spy(path, **kw):  # the same transformers call a hub id goes through
+        seen.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(loading.AutoModelForCausalLM, "from_pretrained", spy)
+    assert loading.resolve_model_path(str(tiny_model_dir)) == str(tiny_model_dir)
+    assert loading.resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    model, tok = loading.load_model(str(tiny_model_dir))
+    assert seen == [str(tiny_model_dir)]
+    assert model.config.model_type == "qwen2" and tok.eos_token == "<|im_end|>"
+    assert len(loading.checkpoint_sha256(tiny_model_dir)) == 64
+
+
+def test_behaviour_logprobs_match_a_recomputation_with_padding(tiny_model_dir: Path) -> None:
+    gen = HFGenerator(str(tiny_model_dir))
+    chats = [[{"role": "user", "content": "Task: short"}],
+             [{"role": "user", "content": "Task: a much longer prompt that forces left padding of the first"}]]
+    outs = gen.generate(chats, Sampling(temperature=1.0, max_new_tokens=12, seed=3))
+    for c in outs:
+        assert len(c.token_ids) == len(c.logprobs) > 0
+        ids = torch.tensor([list(c.prompt_token_ids) + list(c.token_ids)])
+        again = token_logprobs(gen.model, ids, torch.ones_like(ids))[0, len(c.prompt_token_ids):]
+        assert torch.allclose(again, torch.tensor(c.logprobs), atol=1e-4)
+
+
+def test_greedy_is_deterministic_and_stop_strings_cut(tiny_model_dir: Path) -> None:
+    gen = HFGenerator(str(tiny_model_dir))
+    chat = [[{"role": "user", "content": "Task: walk"}]]
+    a = gen.generate(chat, Sampling(temperature=0.0, max_new_tokens=10))
+    b = gen.generate(chat, Sampling(temperature=0.0, max_new_tokens=10))
+    assert a == b
+    text = a[0].text
+    if len(text) > 2:
+        stop = text[1:3]
+        cut = gen.generate(chat, Sampling(temperature=0.0, max_new_tokens=10, stop=(stop,)))[0]
+        assert cut.text == text[: text.index(stop)] and cut.finish_reason == "stop"

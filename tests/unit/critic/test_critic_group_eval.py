@@ -1,0 +1,152 @@
+"""One closed group → report, policy batch, RM batch and round statistics, on hand-made votes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlanything.v1.events_pb2 import (DIRECTION_EASIER, DIRECTION_HARDER, DIRECTION_UNSPECIFIED, STEP_LABEL_BAD,
+                                      STEP_LABEL_GOOD)
+from services.common.config import CriticServiceConfig
+from services.critic.group_eval import evaluate_group
+from services.critic.round_stats import round_metrics
+from tests.unit.critic.critic_builders import judged
+
+G, B = STEP_LABEL_GOOD, STEP_LABEL_BAD
+R2 = math.sqrt(2)
+
+
+def group(job: str = "r0/gym_text/train-0000/v0", **kw):
+    """G = 4, acc = 0.5, λ-sensitive votes, one invalid vote, oracle labels on three rollouts."""
+    return [
+        judged(job, 0, +1, [[1, 1, 1], [1, 1, -1]], labels=[G, G], **kw),
+        judged(job, 1, +1, [[1, 1, 1]], **kw),
+        judged(job, 2, -1, [[-1, -1, -1], [1, -1, -1], [-1, -1, -1]], labels=[B, G, B], **kw),
+        judged(job, 3, -1, [[1, 0, -1]], labels=[B], **kw),
+    ]
+
+
+def by_id(batch) -> dict[str, float]:
+    return {s.sample_id: s.advantage for s in batch.samples}
+
+
+def test_report_has_acc_direction_and_bad_steps_of_every_failed_rollout() -> None:
+    out = evaluate_group(list(reversed(group())), CriticServiceConfig(), partial=False)
+    r = out.report
+    assert (r.job_id, r.round, r.group_size, r.rollouts, r.wins, r.acc) == ("r0/gym_text/train-0000/v0", 0, 4, 4, 2, 0.5)
+    assert r.direction == DIRECTION_UNSPECIFIED and not r.partial and not r.is_candidate and r.split == "train"
+    assert r.task.slot_id == "gym_text/train-0000" and r.jobs_in_round == 1
+    assert [(b.trajectory_id, list(b.step_indices), list(b.actions)) for b in r.bad_steps] == [
+        ("r0/gym_text/train-0000/v0/2", [0, 2], ["a2.0", "a2.2"]),
+        ("r0/gym_text/train-0000/v0/3", [], []),      # failed, but no step that every vote called bad
+    ]
+
+
+def test_policy_samples_are_non_zero_step_index_advantages() -> None:
+    out = evaluate_group(group(), CriticServiceConfig(), partial=False)
+    p = out.policy
+    assert p.batch_id == "r0/gym_text/train-0000/v0/policy" and p.round == 0 and p.jobs_in_round == 1
+    # r = O + S̄: step 0 → (2, 2, -2, -1), step 1 → (4/3, -4/3), step 2 → rollout 2 alone → 0 (dropped)
+    z0 = [1.75 / math.sqrt(3.1875), 1.75 / math.sqrt(3.1875), -2.25 / math.sqrt(3.1875), -1.25 / math.sqrt(3.1875)]
+    expected = {"/0/0": z0[0], "/0/1": 1.0, "/1/0": z0[1], "/2/0": z0[2], "/2/1": -1.0, "/3/0": z0[3]}
+    assert by_id(p) == pytest.approx({f"r0/gym_text/train-0000/v0{k}": v for k, v in expected.items()})
+    s = p.samples[0]
+    assert (list(s.prompt_token_ids), list(s.response_token_ids), list(s.behaviour_logprobs), s.model_version) == (
+        [1000, 0], [1, 2, 3], [-0.5, -0.25, -0.125], 3)
+
+
+def test_outcome_only_lambda_changes_the_advantages() -> None:
+    out = evaluate_group(group(), CriticServiceConfig(lam=0.0), partial=False)
+    # r = O: step 0 → (1, 1, -1, -1) → ±1; step 1 → (1, -1) → ±1; step 2 alone → 0
+    assert by_id(out.policy) == pytest.approx({"r0/gym_text/train-0000/v0/0/0": 1.0, "r0/gym_text/train-0000/v0/0/1": 1.0,
+                                               "r0/gym_text/train-0000/v0/1/0": 1.0, "r0/gym_text/train-0000/v0/2/0": -1.0,
+                                               "r0/gym_text/train-0000/v0/2/1": -1.0, "r0/gym_text/train-0000/v0/3/0": -1.0})
+
+
+def test_lone_rollout_raw_knob_adds_the_late_step() -> None:
+    out = evaluate_group(group(), CriticServiceConfig(lone_rollout_advantage="raw"), partial=False)
+    assert by_id(out.policy)["r0/gym_text/train-0000/v0/2/2"] == pytest.approx(-2.0)  # r = -1 + 1·(-1)
+
+
+def test_rm_samples_are_z_scored_votes_of_split_steps_only() -> None:
+    out = evaluate_group(group(), CriticServiceConfig(), partial=False)
+    rw = out.reward
+    assert rw.batch_id == "r0/gym_text/train-0000/v0/reward"
+    j = "r0/gym_text/train-0000/v0"
+    assert by_id(rw) == pytest.approx({
+        f"{j}/0/1/0": 1 / R2, f"{j}/0/1/1": 1 / R2, f"{j}/0/1/2": -R2,         # O=+1: the +1 votes agree
+        f"{j}/2/1/0": -R2, f"{j}/2/1/1": 1 / R2, f"{j}/2/1/2": 1 / R2,         # O=-1: the -1 votes agree
+        f"{j}/3/0/0": -0.2672612, f"{j}/3/0/1": -1.0690450, f"{j}/3/0/2": 1.3363062,  # invalid vote → -2 raw
+    })
+    s = next(s for s in rw.samples if s.sample_id == f"{j}/3/0/1")
+    assert (list(s.prompt_token_ids), list(s.response_token_ids), list(s.behaviour_logprobs), s.model_version) == (
+        [2003, 0], [3001, 0], [-0.75, -0.5], 7)
+
+
+def test_round_statistics_of_the_group() -> None:
+    out = evaluate_group(group(), CriticServiceConfig(), partial=False, latest_policy_version=5)
+    m = round_metrics([out.stats])
+    assert m == pytest.approx({
+        "policy/success_train": 0.5,
+        "reward/step_accuracy": 4 / 6,         # labelled: (G,G) ✓✓, (B,G,B) ✓✗✓, (B) with S̄ = 0 ✗
+        "reward/outcome_accuracy": 3 / 4,      # the last rollout's mean vote is 0
+        "reward/invalid_vote_rate": 1 / 21,
+        "reward/split_vote_share": 3 / 7,
+        "env/in_band_share": 1.0,
+        "policy/zero_advantage_share": 1 / 7,
+        "policy/response_tokens_mean": 3.0,
+        "policy/staleness": 2.0,
+        "critic/groups_complete": 1.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,
+        "critic/trajectories": 4.0, "critic/policy_samples": 6.0, "critic/reward_samples": 9.0,
+    })
+
+
+@pytest.mark.parametrize(("kw", "success_key"), [({"is_candidate": True}, None), ({"split": "heldout"},
+                                                 "policy/success_heldout"), ({"split": "ood"}, "policy/success_ood")])
+def test_candidate_and_eval_groups_report_but_never_train(kw: dict, success_key: str | None) -> None:
+    out = evaluate_group(group(**kw), CriticServiceConfig(), partial=False)
+    assert len(out.policy.samples) == 0 and len(out.reward.samples) == 0
+    assert out.policy.batch_id.endswith("/policy") and out.reward.batch_id.endswith("/reward")  # still counted
+    assert out.report.acc == 0.5 and out.report.is_candidate == kw.get("is_candidate", False)
+    m = round_metrics([out.stats])
+    assert "env/in_band_share" not in m and "policy/success_train" not in m
+    if success_key:
+        assert m[success_key] == 0.5
+    assert m["reward/step_accuracy"] == pytest.approx(4 / 6)  # the RM is judged on every group
+
+
+def test_all_won_group_is_out_of_both_bands_unless_the_policy_band_is_off() -> None:
+    won = [judged("j", i, +1, [[1, 1, -1], [1, 1, 1]][: 1 + i % 2]) for i in range(4)]
+    out = evaluate_group(won, CriticServiceConfig(), partial=False)
+    assert out.report.acc == 1.0 and out.report.direction == DIRECTION_HARDER and list(out.report.bad_steps) == []
+    assert len(out.policy.samples) == 0 and len(out.reward.samples) == 0
+    assert round_metrics([out.stats])["env/in_band_share"] == 0.0
+    assert "policy/zero_advantage_share" not in round_metrics([out.stats])
+    all_equal = evaluate_group(won, CriticServiceConfig(policy_band=False), partial=False)
+    # every rollout's step 0 has r = 1 + 1/3, step 1 (rollouts 1, 3) r = 2: all advantages 0
+    assert len(all_equal.policy.samples) == 0
+    assert round_metrics([all_equal.stats])["policy/zero_advantage_share"] == 1.0
+
+
+def test_rm_band_edges_with_five_rollouts() -> None:
+    def five(wins: int):
+        return [judged("j5", i, +1 if i < wins else -1, [[1, -1, -1]], group_size=5) for i in range(5)]
+
+    assert evaluate_group(five(1), CriticServiceConfig(), partial=False).report.acc == pytest.approx(0.2)
+    assert len(evaluate_group(five(1), CriticServiceConfig(), partial=False).reward.samples) == 15  # acc 0.2: in
+    assert len(evaluate_group(five(4), CriticServiceConfig(), partial=False).reward.samples) == 15  # acc 0.8: in
+    assert len(evaluate_group(five(0), CriticServiceConfig(), partial=False).reward.samples) == 0   # acc 0: out
+    assert evaluate_group(five(0), CriticServiceConfig(), partial=False).report.direction == DIRECTION_EASIER
+    narrow = evaluate_group(five(1), CriticServiceConfig(rm_band_low=0.3), partial=False)
+    assert len(narrow.reward.samples) == 0 and len(narrow.policy.samples) > 0  # policy band is 1/G
+
+
+def test_partial_group_reports_the_rollouts_it_has() -> None:
+    out = evaluate_group(group()[:3], CriticServiceConfig(), partial=True)
+    assert (out.report.partial, out.report.rollouts, out.report.group_size, out.report.wins) == (True, 3, 4, 2)
+    assert out.report.acc == pytest.approx(2 / 3)
+    m = round_metrics([out.stats])
+    assert (m["critic/groups_partial"], m["critic/groups_complete"]) == (1.0, 0.0)
+    with pytest.raises(ValueError, match="at least one"):
+        evaluate_group([], CriticServiceConfig(), partial=True)
