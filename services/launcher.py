@@ -56,9 +56,12 @@ class ServiceProcess:
 class Launcher:
     """Starts NATS and the services of ``config.launcher.services``, watches them, stops them."""
 
-    def __init__(self, config: RunConfig, run_dir: Path, console: Console | None = None) -> None:
+    def __init__(self, config: RunConfig, run_dir: Path, console: Console | None = None,
+                 persistent_nats: bool = False) -> None:
         self.config = config
         self.run_dir = run_dir
+        self.persistent_nats = persistent_nats
+        """Keep the JetStream store in ``run_dir/nats`` (so `rlanything run --resume` finds its state)."""
         self.console = console or Console(stderr=True)
         self.nats: NatsServer | None = None
         self.services: list[ServiceProcess] = []
@@ -70,7 +73,18 @@ class Launcher:
         Raises:
             ServiceFailedError: a process exited or was not healthy within ``health_timeout_s``.
         """
-        self.nats = NatsServer(log_path=self.run_dir / "logs" / "nats.log").start()
+        self.start_nats()
+        self.start_services()
+
+    def start_nats(self) -> str:
+        """Start the NATS server; returns its URL."""
+        store = self.run_dir / "nats" if self.persistent_nats else None
+        self.nats = NatsServer(store_dir=store, log_path=self.run_dir / "logs" / "nats.log").start()
+        return self.nats.url
+
+    def start_services(self) -> None:
+        """Write the resolved config and start every service; wait until all report SERVING."""
+        assert self.nats is not None, "start_nats() first"
         data = self.config.model_dump(mode="json")
         data["nats"]["url"] = self.nats.url
         for name in self.config.launcher.services:
@@ -81,6 +95,8 @@ class Launcher:
         if "env" in self.config.launcher.services:  # rollout workers reach the env over gRPC
             data["policy"]["rollout"]["env_address"] = f"127.0.0.1:{data['env']['server']['grpc_port']}"
         data["policy"]["checkpoint_dir"] = str(self.run_dir / "checkpoints")
+        if "checkpoint_dir" in data["reward"]:
+            data["reward"]["checkpoint_dir"] = str(self.run_dir / "checkpoints")
         data["policy"]["openai_port"] = data["policy"]["openai_port"] or free_port()
         resolved = RunConfig.model_validate(data)
         config_path = self.run_dir / "config.yaml"
@@ -112,6 +128,11 @@ class Launcher:
                     raise ServiceFailedError(f"not SERVING after {timeout_s} s: {', '.join(pending)}; "
                                              f"see {self.run_dir / 'logs'}")
                 time.sleep(0.1)
+
+    def check_alive(self) -> None:
+        """Raise `ServiceFailedError` when a service process has exited."""
+        for svc in self.services:
+            self._raise_if_exited(svc)
 
     def _raise_if_exited(self, svc: ServiceProcess) -> None:
         code = svc.proc.poll()

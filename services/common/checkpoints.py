@@ -55,11 +55,13 @@ class VersionStore:
         value, _ = await self.bucket.get(role)
         return value  # type: ignore[return-value]
 
-    async def announce(self, role: str, version: int, uri: str | Path, trained_on_round: int) -> ModelVersion:
+    async def announce(self, role: str, version: int, uri: str | Path, trained_on_round: int,
+                       metrics: dict[str, float] | None = None) -> ModelVersion:
         """Publish ``rla.models.<role>`` (msg id ``<role>/v<version>``) and record it as the latest."""
         enum, subject = ROLES[role]
         event = ModelVersion(role=enum, version=version, uri=str(uri), sha256=checkpoint_sha256(uri),
-                             trained_on_round=trained_on_round, published_unix_s=time.time())
+                             trained_on_round=trained_on_round, published_unix_s=time.time(),
+                             metrics={k: v for k, v in (metrics or {}).items() if v == v})  # drop NaN
         await self.bus.publish(subject, event, msg_id=f"{role}/v{version}")
 
         def newer(current: ModelVersion | None) -> ModelVersion:

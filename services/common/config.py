@@ -122,6 +122,9 @@ class SchedulerConfig(StrictModel):
     max_new_tokens: int = Field(64, ge=1, description="Tokens per policy response.")
     max_jobs_in_flight: int = Field(32, ge=1, description="async: jobs published and not yet reported.")
     max_staleness: int = Field(1, ge=0, description="async: policy versions a rollout may lag (0 = synchronous).")
+    eval_every: int = Field(4, ge=0, description="Every this many rounds (and the last), also roll out every "
+                                                 "held-out and out-of-distribution slot (0 = never).")
+    eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")
 
 
 class AdaptationConfig(StrictModel):
@@ -258,6 +261,10 @@ class LauncherConfig(StrictModel):
     health_timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for every service to be SERVING.")
     stop_timeout_s: float = Field(10.0, gt=0, description="Seconds to wait after SIGTERM before SIGKILL.")
     runs_dir: str = Field("runs", description="Folder that holds one sub-folder per run.")
+    coldstart: bool = Field(True, description="`rlanything run`: cold-start the policy and judge by SFT (cached) "
+                                              "when their model.source is ''.")
+    coldstart_dir: str = Field(".cache/coldstart", description="Cache of cold-started models, by config hash.")
+    round_timeout_s: float = Field(1800.0, gt=0, description="`rlanything run` fails when a round takes longer.")
 
 
 class RunConfig(StrictModel):

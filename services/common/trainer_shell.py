@@ -40,7 +40,7 @@ class Trainer:
     """Trains one role's model on its sample batches (PolicySampleBatch or RewardSampleBatch)."""
 
     def __init__(self, role: str, generator: HFGenerator, versions: VersionStore, store: ProtoBucket,
-                 ppo: PPOConfig, checkpoint_dir: str | Path, mode: str = "sync") -> None:
+                 ppo: PPOConfig, checkpoint_dir: str | Path, mode: str = "sync", frozen: bool = False) -> None:
         self.role = role
         self.generator = generator
         self.versions = versions
@@ -48,6 +48,8 @@ class Trainer:
         self.ppo = ppo
         self.checkpoint_dir = Path(checkpoint_dir)
         self.mode = mode
+        self.frozen = frozen
+        """Announce a version per round without changing the weights (the "fixed judge" ablation)."""
         self.optimizer = torch.optim.AdamW(generator.model.parameters(), lr=ppo.lr)
         self._lock = asyncio.Lock()
         self.last_metrics: dict[str, float] = {}
@@ -91,14 +93,17 @@ class Trainer:
         latest = await self.versions.latest(self.role)
         version = (latest.version + 1) if latest else 1
         pad = self.generator.tokenizer.pad_token_id
-        metrics = await asyncio.to_thread(ppo_update, self.generator.model, self.optimizer, samples, self.ppo, pad,
-                                          recompute_old)
+        if self.frozen:
+            samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
+        else:
+            metrics = await asyncio.to_thread(ppo_update, self.generator.model, self.optimizer, samples, self.ppo,
+                                              pad, recompute_old)
         if samples or latest is None:
             path = await asyncio.to_thread(save_checkpoint, self.generator.model, self.generator.tokenizer,
                                            self.checkpoint_dir, self.role, version)
         else:
             path = Path(latest.uri)  # nothing to learn this round: same weights, new version number
-        await self.versions.announce(self.role, version, path, trained_on_round=round_)
+        await self.versions.announce(self.role, version, path, trained_on_round=round_, metrics=metrics)
         for key in keys:
             await self.store.kv.delete(key)
         self.last_metrics = {**metrics, "version": float(version), "round": float(round_)}

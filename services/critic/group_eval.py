@@ -151,6 +151,7 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
         stats[f"sum/rollouts/{split}"] = float(len(recs))
     if latest_policy_version is not None:
         stats["max/staleness"] = float(max(max(0, latest_policy_version - r.trajectory.policy_version) for r in recs))
+    stats["max/jobs_in_round"] = float(first.jobs_in_round)
     stats.update({"sum/groups_complete": float(not partial), "sum/groups_partial": float(partial),
                   "sum/groups_candidate": float(first.is_candidate), "sum/trajectories": float(len(recs)),
                   "sum/policy_samples": float(len(policy_samples)), "sum/reward_samples": float(len(reward_samples))})

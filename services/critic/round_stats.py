@@ -103,6 +103,8 @@ def round_metrics(group_stats: Iterable[Mapping[str, float]]) -> dict[str, float
             out[name] = total.get(num, 0.0) / total[den]
     if "max/staleness" in total:
         out["policy/staleness"] = total["max/staleness"]
+    if "max/jobs_in_round" in total:
+        out["critic/jobs_in_round"] = total["max/jobs_in_round"]
     for name in _COUNTS:
         out[f"critic/{name}"] = total.get(f"sum/{name}", 0.0)
     return dict(sorted(out.items()))

@@ -101,7 +101,8 @@ class Scheduler:
 
     async def _release_round(self, state: SchedulerState, min_policy_version: int) -> int:
         round_ = int(state.next_round)
-        slots = [s for s in await self.pool.slots() if s.split == "train"]
+        every = await self.pool.slots()
+        slots = [s for s in every if s.split == "train"]
         rng = random.Random(f"{self.seed}/{round_}")
         chosen = rng.sample(slots, min(self.cfg.tasks_per_round, len(slots)))
         jobs = []
@@ -110,6 +111,11 @@ class Scheduler:
         for slot in slots:
             if slot.HasField("pending"):
                 jobs.append(self._job(round_, slot, slot.pending, True, min_policy_version, rng))
+        if self.is_eval_round(round_):
+            for slot in every:
+                if slot.split in ("heldout", "ood"):
+                    jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng,
+                                          self.cfg.eval_group_size))
         for job in jobs:
             job.jobs_in_round = len(jobs)
             await self.bus.publish(Subjects.ROLLOUT_JOBS, job, msg_id=job.job_id)
@@ -129,14 +135,21 @@ class Scheduler:
                                           "candidates": sum(j.is_candidate for j in jobs)})
         return len(jobs)
 
+    def is_eval_round(self, round_: int) -> bool:
+        """Held-out and OOD slots are rolled out every ``eval_every`` rounds and in the last one."""
+        if not self.cfg.eval_every:
+            return False
+        return round_ % self.cfg.eval_every == 0 or (self.cfg.rounds > 0 and round_ == self.cfg.rounds - 1)
+
     def _job(self, round_: int, slot, version, is_candidate: bool, min_policy_version: int,  # type: ignore[no-untyped-def]
-             rng: random.Random) -> RolloutJob:
+             rng: random.Random, group_size: int | None = None) -> RolloutJob:
         family = self.pool.family(slot.family)
+        g = group_size or self.cfg.group_size
         return RolloutJob(
             job_id=f"r{round_}/{slot.slot_id}/v{version.version}", round=round_, task=ref_of(slot, version),
-            group_size=self.cfg.group_size,
+            group_size=g,
             sampling=SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
                                     max_new_tokens=self.cfg.max_new_tokens),
             min_policy_version=min_policy_version, max_steps=family.max_steps,
-            seeds=[rng.randrange(2**31) for _ in range(self.cfg.group_size)],
+            seeds=[rng.randrange(2**31) for _ in range(g)],
             is_candidate=is_candidate, split=slot.split)

@@ -25,7 +25,7 @@ env:
   families:
     - {{type: gym_text, knobs: {{size: 4, hole_prob: 0.2}}, train_slots: 3, heldout_slots: 1,
        ood_knobs: {{size: 5, hole_prob: 0.25}}, ood_slots: 1}}
-  scheduler: {{enabled: {scheduler}, tasks_per_round: 2, group_size: 4}}
+  scheduler: {{enabled: {scheduler}, tasks_per_round: 2, group_size: 4, eval_every: 0}}
 """
 
 

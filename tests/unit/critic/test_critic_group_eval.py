@@ -99,6 +99,7 @@ def test_round_statistics_of_the_group() -> None:
         "policy/staleness": 2.0,
         "critic/groups_complete": 1.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,
         "critic/trajectories": 4.0, "critic/policy_samples": 6.0, "critic/reward_samples": 9.0,
+        "critic/jobs_in_round": float(group()[0].trajectory.jobs_in_round),
     })
 
 

@@ -1,0 +1,58 @@
+"""Cold start for `rlanything run`: SFT the tiny policy and judge once, cached by config hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from services.common.config import RunConfig
+
+__all__ = ["coldstart_policy", "coldstart_judge", "config_hash"]
+
+
+def config_hash(*parts: object) -> str:
+    """A short stable hash of JSON-able config parts (what a cached model depends on)."""
+    blob = json.dumps([p.model_dump(mode="json") if hasattr(p, "model_dump") else p for p in parts], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
+    """The cold-started policy's directory (trained now unless cached)."""
+    from services.env.families.registry import build_family
+    from services.policy.sft import run_sft
+
+    pcfg = config.policy
+    fam_cfg = config.env.families[0]
+    key = config_hash(fam_cfg, pcfg.sft, pcfg.model.tiny, pcfg.rollout.history_steps, config.seed)
+    out = Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
+    if (out / "config.json").exists():
+        log(f"cold-started policy: cached {out}")
+        return str(out)
+    log(f"cold start: SFT of the tiny policy on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
+    result = run_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, pcfg.sft, pcfg.model.tiny,
+                     out.with_name(out.name + ".tmp"), pcfg.rollout.history_steps, config.seed)
+    out.with_name(out.name + ".tmp").rename(out)
+    log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
+        f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
+    return str(out)
+
+
+def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
+    """The cold-started (noisy) judge's directory (trained now unless cached)."""
+    from services.reward.sft import run_judge_sft
+
+    rcfg = config.reward
+    fam_cfg = config.env.families[0]
+    key = config_hash(fam_cfg, rcfg.sft, rcfg.model.tiny, rcfg.label_noise, rcfg.prompt_chars, config.seed)
+    out = Path(config.launcher.coldstart_dir) / f"judge-{fam_cfg.type}-{key}"
+    if (out / "config.json").exists():
+        log(f"cold-started judge: cached {out}")
+        return str(out)
+    log(f"cold start: SFT of the tiny judge on oracle step labels with {rcfg.label_noise:.0%} label noise")
+    tmp = out.with_name(out.name + ".tmp")
+    result = run_judge_sft(config, tmp)
+    tmp.rename(out)
+    log(f"cold-started judge: step accuracy {result.accuracy_before:.2f} -> {result.accuracy_after:.2f}")
+    return str(out)

@@ -1,0 +1,155 @@
+"""`rlanything run`: cold start, launch NATS and the four services, follow the rounds live,
+and write ``runs/<id>/`` (config, metrics.jsonl, report.md, PNG curves)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import nats
+from nats.js.api import ConsumerConfig as JsConsumerConfig, DeliverPolicy
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from rlanything.v1.events_pb2 import ModelVersion, RoundMetrics, TaskPoolEvent
+from services.common.config import RunConfig, dump_config, load_config
+from services.common.errors import ServiceFailedError
+from services.common.streams import Subjects
+from services.launcher import Launcher
+from services.run.monitor import subscribe_progress
+from services.run.progress import RunProgress
+from services.run.report import append_round, read_rounds, summary_table, write_plots, write_report
+
+__all__ = ["run_loop", "load_for_resume"]
+
+USER_CONFIG = "run-config.yaml"
+"""The run's config as given (plus cold-started model paths): what `--resume` restarts from."""
+
+
+def load_for_resume(run_dir: Path) -> RunConfig:
+    """The config a run was started with.
+
+    Raises:
+        ConfigError: ``run_dir`` holds no run-config.yaml.
+    """
+    return load_config(run_dir / USER_CONFIG)
+
+
+def _status(config: RunConfig, progress: RunProgress, done: list[dict[str, float]], started: float) -> Table:
+    rounds = config.env.scheduler.rounds
+    current = max(progress.rounds, default=0)
+    rp = progress.round(current)
+    last = done[-1] if done else {}
+    durations = [d["time/round_s"] for d in done if "time/round_s" in d]
+    eta = (sum(durations) / len(durations)) * (rounds - len(done)) if durations and rounds else None
+    table = Table(show_header=False, box=None)
+    table.add_row("round", f"{current} / {rounds - 1 if rounds else '∞'}   phase: [bold]{rp.phase}[/bold]")
+    table.add_row("in flight", f"{rp.jobs} tasks, {len(rp.trajectories)}/{rp.expected_trajectories} rollouts, "
+                               f"{len(rp.judged)} judged")
+    fmt = lambda k: f"{last[k]:.3f}" if k in last else "–"  # noqa: E731
+    table.add_row("last round", f"success {fmt('policy/success_train')}  held-out {fmt('policy/success_heldout')}  "
+                                f"RM step acc {fmt('reward/step_accuracy')}  in band {fmt('env/in_band_share')}")
+    table.add_row("variants", f"accepted {int(progress.accepted_total)}   versions: policy "
+                              f"{progress.versions.get('policy', 0)}, reward {progress.versions.get('reward', 0)}")
+    table.add_row("time", f"{time.monotonic() - started:.0f} s elapsed" + (f", ETA {eta:.0f} s" if eta else ""))
+    return table
+
+
+async def _replay(url: str, progress: RunProgress) -> None:
+    """Feed what was published before this process started (resume): metrics, versions, pool events."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    for stream, subject, message_type, sink in [
+        ("METRICS", Subjects.METRICS_ROUND, RoundMetrics, progress.on_metrics),
+        ("MODELS", "rla.models.>", ModelVersion, progress.on_version),
+        ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent, progress.on_pool)]:
+        try:
+            sub = await js.pull_subscribe(subject, durable=None, stream=stream,
+                                          config=JsConsumerConfig(filter_subject=subject,
+                                                                  deliver_policy=DeliverPolicy.ALL))
+        except nats.js.errors.NotFoundError:
+            continue
+        while True:
+            try:
+                msgs = await sub.fetch(256, timeout=0.5)
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                break
+            for m in msgs:
+                sink(message_type.FromString(m.data))
+        await sub.unsubscribe()
+    await nc.close()
+
+
+async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console: Console, resume: bool) -> int:
+    url = await asyncio.to_thread(launcher.start_nats)
+    done = read_rounds(run_dir / "metrics.jsonl")
+    progress = RunProgress(first_round=len(done))
+    progress.accepted_total = done[-1].get("env/accepted_total", 0.0) if done else 0.0
+    if resume:
+        await _replay(url, progress)
+        progress.accepted_total = max(progress.accepted_total, 0.0)
+    nc = await nats.connect(url)
+    await subscribe_progress(nc, progress)
+    await asyncio.to_thread(launcher.start_services)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    started = time.monotonic()
+    round_started = started
+    rounds = config.env.scheduler.rounds
+    next_round = len(done)
+    code = 0
+    with Live(_status(config, progress, done, started), console=console, refresh_per_second=2) as live:
+        while not stop.is_set() and (not rounds or next_round < rounds):
+            await asyncio.sleep(0.25)
+            launcher.check_alive()
+            rp = progress.round(next_round)
+            if rp.complete():
+                now = time.monotonic()
+                record = rp.record(progress.accepted_total, now - round_started)
+                append_round(run_dir / "metrics.jsonl", record)
+                done.append(record)
+                round_started = now
+                next_round += 1
+            elif time.monotonic() - round_started > config.launcher.round_timeout_s:
+                raise ServiceFailedError(f"round {next_round} did not complete in {config.launcher.round_timeout_s:g} s "
+                                         f"(phase {rp.phase}); see {run_dir / 'logs'}")
+            live.update(_status(config, progress, done, started))
+    if stop.is_set():
+        console.print(f"[yellow]interrupted[/yellow] during round {next_round}; continue with "
+                      f"`rlanything run --resume {run_dir}`")
+        code = 130
+    await nc.close()
+    return code
+
+
+def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = False) -> int:
+    """Run (or resume) the closed loop; returns the exit code (0 done, 130 interrupted).
+
+    Raises:
+        ServiceFailedError: a service died, or a round exceeded ``launcher.round_timeout_s``.
+    """
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    if not resume:
+        (run_dir / USER_CONFIG).write_text(dump_config(config))
+    launcher = Launcher(config, run_dir, console, persistent_nats=True)
+    wall = time.monotonic()
+    try:
+        code = asyncio.run(_follow(config, launcher, run_dir, console, resume))
+    finally:
+        launcher.stop()
+    rounds = read_rounds(run_dir / "metrics.jsonl")
+    header = (f"Family `{config.env.families[0].type}`, knobs {config.env.families[0].knobs}; "
+              f"{config.env.scheduler.tasks_per_round} tasks × G={config.env.scheduler.group_size} per round, "
+              f"λ={config.critic.lam}, m={getattr(config.reward, 'votes', '?')}, "
+              f"adaptation {'on' if config.env.adaptation.enabled else 'off'}; "
+              f"this invocation took {time.monotonic() - wall:.0f} s.")
+    write_plots(rounds, run_dir)
+    write_report(rounds, run_dir, header)
+    console.print(summary_table(rounds, f"RLAnything run {run_dir.name}"))
+    console.print(f"run directory: {run_dir}  (report.md, metrics.jsonl, *.png)")
+    return code
