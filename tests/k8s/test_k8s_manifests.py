@@ -1,0 +1,435 @@
+"""The rendered manifests agree with each other and with the run config the services read.
+
+Each test states one property of every overlay (or of the overlays it concerns) and names the
+object and field that breaks it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from services.common.config import SERVICE_NAMES, RunConfig
+from tests.k8s.kube import (
+    GPU_ROLES,
+    NAMESPACE,
+    ROOT,
+    OVERLAYS,
+    ROLES,
+    SCALERS,
+    Manifests,
+    all_containers,
+    container_env,
+    effective_config,
+    expand_vars,
+    main_container,
+    named_ports,
+    parse_service_command,
+    pod_spec,
+    render,
+)
+
+ALL = sorted(OVERLAYS)
+GPU_OVERLAYS = ["default", "autoscale", "openai-judge"]
+SCALABLE = {"env", "policy-rollout", "reward-judge"}
+"""Roles whose replica count belongs to `kubectl scale` / KEDA (no `replicas` in the manifest)."""
+SINGLETONS = {"policy-trainer", "reward-trainer", "critic"}
+
+
+def _mounted_file(manifests: Manifests, workload: dict[str, Any], container: dict[str, Any],
+                  path: str) -> tuple[str, str]:
+    """(ConfigMap name, key) of the file at ``path`` inside ``container``."""
+    volumes = {v["name"]: v for v in pod_spec(workload).get("volumes", [])}
+    for mount in container.get("volumeMounts", []):
+        mount_path = PurePosixPath(mount["mountPath"])
+        if PurePosixPath(path).parent == mount_path:
+            source = volumes[mount["name"]]
+            assert "configMap" in source, f"{path} is not from a ConfigMap: {source}"
+            name = source["configMap"]["name"]
+            key = PurePosixPath(path).name
+            assert key in manifests.configmap_data(name), f"ConfigMap {name} has no key {key}"
+            return name, key
+    raise AssertionError(f"{workload['metadata']['name']}: nothing is mounted at {PurePosixPath(path).parent}")
+
+
+def _role_config(manifests: Manifests, name: str) -> tuple[RunConfig, list[str], dict[str, str]]:
+    """(effective RunConfig, expanded overrides, env) of Deployment ``name``."""
+    deployment = manifests.deployment(name)
+    container = main_container(deployment)
+    command = parse_service_command(container)
+    env = container_env(manifests, deployment, container)
+    cm_name, key = _mounted_file(manifests, deployment, container, command.config_path)
+    overrides = [expand_vars(o, env) for o in command.overrides]
+    return effective_config(manifests.configmap_data(cm_name)[key], overrides), overrides, env
+
+
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def _quantity(value: str | int) -> float:
+    m = _QUANTITY.match(str(value))
+    assert m, f"not a quantity: {value!r}"
+    return float(m.group(1)) * _FACTORS[m.group(2)]
+
+
+def _gpus(workload: dict[str, Any]) -> list[tuple[Any, Any]]:
+    return [(c["resources"].get("requests", {}).get("nvidia.com/gpu"), c["resources"].get("limits", {}).get("nvidia.com/gpu"))
+            for c in all_containers(workload)
+            if "nvidia.com/gpu" in c["resources"].get("requests", {}) or "nvidia.com/gpu" in c["resources"].get("limits", {})]
+
+
+# ---- objects and wiring ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_every_role_has_a_deployment_service_and_service_account(overlay: str) -> None:
+    manifests = render(overlay)
+    assert {d["metadata"]["name"] for d in manifests.of_kind("Deployment")} == set(ROLES)
+    assert [s["metadata"]["name"] for s in manifests.of_kind("StatefulSet")] == ["nats"]
+    services = {s["metadata"]["name"] for s in manifests.of_kind("Service")}
+    accounts = {a["metadata"]["name"]: a for a in manifests.of_kind("ServiceAccount")}
+    for workload in manifests.workloads():
+        name = workload["metadata"]["name"]
+        spec = pod_spec(workload)
+        assert name in services, f"no Service for {name}"
+        assert spec["serviceAccountName"] == name and name in accounts, f"{name}: own ServiceAccount expected"
+        assert spec.get("automountServiceAccountToken") is False, f"{name}: the services never call the Kubernetes API"
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_service_selectors_match_their_pods_and_ports(overlay: str) -> None:
+    manifests = render(overlay)
+    for service in manifests.of_kind("Service"):
+        name, spec = service["metadata"]["name"], service["spec"]
+        selector = spec.get("selector") or {}
+        assert selector, f"Service {name} has no selector"
+        matched = [w for w in manifests.workloads()
+                   if all(w["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in selector.items())]
+        assert len(matched) == 1, f"Service {name} selects {[w['metadata']['name'] for w in matched]}"
+        workload = matched[0]
+        container_ports = {p: n for c in all_containers(workload) for n, p in named_ports(c).items()}
+        for port in spec["ports"]:
+            target = port.get("targetPort", port["port"])
+            number = named_ports(main_container(workload)).get(target) if isinstance(target, str) else target
+            assert number in container_ports, f"Service {name} port {port['name']}: no container port {target}"
+            assert container_ports[number] == port["name"], (
+                f"Service {name}: port {port['name']} targets the container port named {container_ports[number]}")
+            if port["name"] == "grpc":
+                assert port.get("appProtocol") == "grpc", f"Service {name}: gRPC port needs appProtocol: grpc"
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_run_config_in_the_configmap_is_valid(overlay: str) -> None:
+    manifests = render(overlay)
+    for name in ROLES:
+        config, _, _ = _role_config(manifests, name)  # raises ConfigError with the bad keys
+        assert config.nats.url.startswith("nats://")
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_commands_select_the_service_and_role(overlay: str) -> None:
+    manifests = render(overlay)
+    for name, (module, role) in ROLES.items():
+        command = parse_service_command(main_container(manifests.deployment(name)))
+        assert command.module == module and module in SERVICE_NAMES, f"{name} runs services.{command.module}"
+        assert command.config_path == "/etc/rlanything/run.yaml"
+        role_sets = [o for o in command.overrides if o.startswith(f"{module}.role=")]
+        assert role_sets == ([role] if role else []), f"{name}: role overrides {role_sets}"
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_ports_probes_and_nats_url_agree_with_the_run_config(overlay: str) -> None:
+    manifests = render(overlay)
+    nats_service = manifests.get("Service", "nats")
+    nats_client_port = {p["name"]: p["port"] for p in nats_service["spec"]["ports"]}["client"]
+    auth = manifests.secret_data(_secret_of(manifests, "NATS_PASSWORD"))
+    for name, (module, _) in ROLES.items():
+        deployment = manifests.deployment(name)
+        container = main_container(deployment)
+        config, overrides, _ = _role_config(manifests, name)
+        server = getattr(config, module).server
+        where = f"{overlay}: Deployment {name}"
+        assert server.host == "0.0.0.0", f"{where}: {module}.server.host must be 0.0.0.0 in a pod"
+        ports = named_ports(container)
+        assert ports["grpc"] == server.grpc_port, f"{where}: containerPort grpc {ports['grpc']} != {module}.server.grpc_port {server.grpc_port}"
+        assert ports["metrics"] == server.metrics_port, f"{where}: containerPort metrics != {module}.server.metrics_port"
+        # Only the rollout role serves the OpenAI-compatible endpoint (policy.openai_port).
+        assert set(ports) <= {"grpc", "metrics", "http"} and ("http" in ports) == (name == "policy-rollout")
+        if "http" in ports:
+            assert ports["http"] == config.policy.openai_port, f"{where}: containerPort http != policy.openai_port"
+        service_ports = {p["name"]: p["port"] for p in manifests.get("Service", name)["spec"]["ports"]}
+        assert service_ports["grpc"] == server.grpc_port and service_ports["metrics"] == server.metrics_port
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            probe = container[kind]
+            assert "grpc" in probe, f"{where}: {kind} must be a native grpc probe"
+            assert probe["grpc"]["port"] == server.grpc_port, f"{where}: {kind} port != {module}.server.grpc_port"
+            assert probe["grpc"].get("service", "") == "", f"{where}: {kind} must check the whole server (service \"\")"
+        grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
+        assert grace > server.grace_s, f"{where}: terminationGracePeriodSeconds {grace} <= {module}.server.grace_s"
+        # NATS: the URL the service connects with is the in-cluster Service with the Secret's credentials,
+        # at the host:port the ConfigMap's run.yaml names.
+        url = urlsplit(config.nats.url)
+        cm_url = urlsplit(effective_config(_run_yaml(manifests, deployment), []).nats.url)
+        assert (url.hostname, url.port) == (cm_url.hostname, cm_url.port), f"{where}: nats.url override vs run.yaml"
+        assert url.hostname == "nats" and url.port == nats_client_port, f"{where}: nats.url {config.nats.url}"
+        assert (url.username, url.password) == (auth["NATS_USER"], auth["NATS_PASSWORD"]), f"{where}: NATS credentials"
+        assert not any("$(" in o for o in overrides), f"{where}: unresolved variable in {overrides}"
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_service_addresses_paths_and_threads_in_the_run_config_fit_the_pods(overlay: str) -> None:
+    manifests = render(overlay)
+    env_grpc = {p["name"]: p["port"] for p in manifests.get("Service", "env")["spec"]["ports"]}["grpc"]
+    for name, (module, _) in ROLES.items():
+        deployment = manifests.deployment(name)
+        container = main_container(deployment)
+        config, _, _ = _role_config(manifests, name)
+        section = getattr(config, module)
+        where = f"{overlay}: Deployment {name}"
+        writable = [m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")]
+        read_only = [m["mountPath"] for m in container["volumeMounts"] if m.get("readOnly")]
+
+        def under(path: str, mounts: list[str]) -> bool:
+            return any(PurePosixPath(path).is_relative_to(m) for m in mounts)
+
+        if module == "env":
+            assert under(config.env.cache_dir, writable), f"{where}: env.cache_dir {config.env.cache_dir} is not a volume"
+        if module in ("policy", "reward"):
+            assert under(section.model.cache_dir, writable), f"{where}: {module}.model.cache_dir is not a writable volume"
+            trains = name.endswith("trainer")
+            assert under(section.checkpoint_dir, writable if trains else read_only), (
+                f"{where}: {module}.checkpoint_dir {section.checkpoint_dir} must be the checkpoints volume "
+                f"({'writable' if trains else 'read-only'})")
+            cpu_limit = _quantity(container["resources"]["limits"]["cpu"])
+            runs_model = not (module == "reward" and section.backend == "openai")  # an external judge runs no model here
+            assert not runs_model or 1 <= section.model.threads <= cpu_limit, (
+                f"{where}: {module}.model.threads {section.model.threads} must be set and <= the CPU limit {cpu_limit}")
+        if name == "policy-rollout":
+            host, _, port = config.policy.rollout.env_address.rpartition(":")
+            assert (host, int(port)) == ("env", env_grpc), f"{where}: policy.rollout.env_address must be the env Service"
+
+
+def _secret_of(manifests: Manifests, key: str) -> str:
+    (secret,) = [s["metadata"]["name"] for s in manifests.of_kind("Secret") if key in s.get("data", {})]
+    return secret
+
+
+def _run_yaml(manifests: Manifests, deployment: dict[str, Any]) -> str:
+    container = main_container(deployment)
+    name, key = _mounted_file(manifests, deployment, container, parse_service_command(container).config_path)
+    return manifests.configmap_data(name)[key]
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_nats_config_agrees_with_its_statefulset_and_service(overlay: str) -> None:
+    manifests = render(overlay)
+    nats = manifests.get("StatefulSet", "nats")
+    container = main_container(nats)
+    args = container["args"]
+    assert args[:1] == ["--config"], args
+    cm_name, key = _mounted_file(manifests, nats, container, args[1])
+    conf = manifests.configmap_data(cm_name)[key]
+    setting = {m.group(1): m.group(2) for m in re.finditer(r"^\s*(\w+):\s*(\S+)", conf, re.M)}
+    ports = named_ports(container)
+    assert int(setting["port"]) == ports["client"] == 4222
+    assert int(setting["http_port"]) == ports["monitor"]
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[kind]["httpGet"]["port"] == ports["monitor"], kind
+    assert re.search(r"^jetstream\s*\{", conf, re.M), "JetStream must be enabled"
+    data_mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["data"]
+    assert setting["store_dir"] == data_mount, "JetStream store_dir must be the persistent volume"
+    assert [t["metadata"]["name"] for t in nats["spec"]["volumeClaimTemplates"]] == ["data"]
+    assert setting["user"] == "$NATS_USER" and setting["password"] == "$NATS_PASSWORD"
+    env = container_env(manifests, nats, container)
+    auth = manifests.secret_data(_secret_of(manifests, "NATS_PASSWORD"))
+    assert (env["NATS_USER"], env["NATS_PASSWORD"]) == (auth["NATS_USER"], auth["NATS_PASSWORD"])
+    assert re.fullmatch(r"[A-Za-z0-9._~-]{16,}", auth["NATS_PASSWORD"]), "password must be URL-safe (it goes into nats.url)"
+    service = manifests.get("Service", "nats")
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"client": ports["client"], "monitor": ports["monitor"]}
+    headless = manifests.get("Service", nats["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+
+
+# ---- pod hardening and resources ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_every_container_is_probed_sized_and_locked_down(overlay: str) -> None:
+    manifests = render(overlay)
+    problems = []
+    for workload in manifests.workloads():
+        spec = pod_spec(workload)
+        pod_sc = spec.get("securityContext", {})
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for c in all_containers(workload):
+            where = f"{workload['metadata']['name']}/{c['name']}"
+            sc = {**pod_sc, **c.get("securityContext", {})}
+            for probe in ("readinessProbe", "livenessProbe"):
+                if probe not in c:
+                    problems.append(f"{where}: no {probe}")
+            resources = c.get("resources", {})
+            for kind in ("requests", "limits"):
+                for res in ("cpu", "memory"):
+                    if res not in resources.get(kind, {}):
+                        problems.append(f"{where}: no {kind}.{res}")
+            for res, limit in resources.get("limits", {}).items():
+                request = resources.get("requests", {}).get(res, limit)
+                if _quantity(request) > _quantity(limit):
+                    problems.append(f"{where}: {res} request {request} > limit {limit}")
+            expected = {"runAsNonRoot": True, "runAsUser": 10001, "readOnlyRootFilesystem": True,
+                        "allowPrivilegeEscalation": False}
+            for key, value in expected.items():
+                if sc.get(key) != value:
+                    problems.append(f"{where}: securityContext.{key} is {sc.get(key)!r}, expected {value!r}")
+            if sc.get("capabilities", {}).get("drop") != ["ALL"]:
+                problems.append(f"{where}: capabilities must drop ALL")
+            if sc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+                problems.append(f"{where}: seccompProfile must be RuntimeDefault")
+            if sc.get("privileged"):
+                problems.append(f"{where}: privileged")
+            tmp = [m for m in c.get("volumeMounts", []) if m["mountPath"] == "/tmp"]
+            if not tmp or "emptyDir" not in volumes[tmp[0]["name"]]:
+                problems.append(f"{where}: /tmp must be an emptyDir (the root filesystem is read-only)")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("overlay", GPU_OVERLAYS)
+def test_gpu_requests_only_on_policy_and_reward_pods(overlay: str) -> None:
+    manifests = render(overlay)
+    with_gpu = {w["metadata"]["name"] for w in manifests.workloads() if _gpus(w)}
+    expected = GPU_ROLES - ({"reward-judge"} if overlay == "openai-judge" else set())
+    assert with_gpu == expected, f"{overlay}: GPU pods {sorted(with_gpu)}, expected {sorted(expected)}"
+    for name in with_gpu:
+        workload = manifests.deployment(name)
+        assert _gpus(workload) == [(1, 1)], f"{name}: nvidia.com/gpu requests and limits must both be 1"
+        tolerations = pod_spec(workload).get("tolerations", [])
+        assert any(t.get("key") == "nvidia.com/gpu" for t in tolerations), f"{name}: tolerate the GPU node taint"
+
+
+def test_cpu_overlay_requests_no_gpu() -> None:
+    manifests = render("cpu")
+    assert not [w["metadata"]["name"] for w in manifests.workloads() if _gpus(w)]
+    assert "nvidia.com/gpu" not in str(manifests.objects)
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_replicas_trainers_are_single_and_workers_scale(overlay: str) -> None:
+    manifests = render(overlay)
+    for name in SINGLETONS:
+        spec = manifests.deployment(name)["spec"]
+        assert spec.get("replicas") == 1, f"{name}: exactly one replica"
+        assert spec.get("strategy", {}).get("type") == "Recreate", f"{name}: never two at once during an update"
+    for name in SCALABLE:
+        assert "replicas" not in manifests.deployment(name)["spec"], (
+            f"{name}: leave replicas unset so `kubectl apply` does not reset kubectl scale / KEDA")
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_checkpoints_volume_is_shared_by_policy_and_reward_pods(overlay: str) -> None:
+    manifests = render(overlay)
+    pvc = manifests.get("PersistentVolumeClaim", "checkpoints")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    mounted = {}
+    for workload in manifests.workloads():
+        volumes = {v["name"]: v for v in pod_spec(workload).get("volumes", [])}
+        for c in all_containers(workload):
+            for m in c.get("volumeMounts", []):
+                claim = volumes.get(m["name"], {}).get("persistentVolumeClaim", {}).get("claimName")
+                if claim == "checkpoints":
+                    assert m["mountPath"] == "/checkpoints"
+                    mounted[workload["metadata"]["name"]] = bool(m.get("readOnly"))
+    assert mounted == {"policy-rollout": True, "reward-judge": True, "policy-trainer": False, "reward-trainer": False}
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_images_are_set_in_one_place(overlay: str) -> None:
+    manifests = render(overlay)
+    images = {}
+    for workload in manifests.workloads():
+        for c in all_containers(workload):
+            image = c["image"]
+            assert re.fullmatch(r"[\w.-]+(/[\w.-]+)*:[\w.-]+", image) and not image.endswith(":latest"), (
+                f"{workload['metadata']['name']}: image {image!r} needs a registry name and a pinned tag "
+                "(a placeholder left over means components/images lacks an entry)")
+            images[workload["metadata"]["name"]] = image
+    flavour = {name: "cpu" if "rlanything-cpu" in image else "gpu" if "rlanything-gpu" in image else "other"
+               for name, image in images.items()}
+    expected_model = "cpu" if overlay == "cpu" else "gpu"
+    assert flavour == {"nats": "other", "env": "cpu", "critic": "cpu",
+                       **{name: expected_model for name in GPU_ROLES}}, flavour
+    tags = {image.rpartition(":")[2] for name, image in images.items() if name != "nats"}
+    assert len(tags) == 1, f"one release tag for every service image, got {tags}"
+
+
+# ---- autoscaling and the role swap example ----------------------------------------------------
+
+
+def test_scaled_objects_watch_the_consumer_lag_of_existing_deployments() -> None:
+    manifests = render("autoscale")
+    scaled = {o["metadata"]["name"]: o for o in manifests.objects if o["kind"] == "ScaledObject"}
+    assert set(scaled) == set(SCALERS)
+    deployments = {d["metadata"]["name"] for d in manifests.of_kind("Deployment")}
+    monitor_port = {p["name"]: p["port"] for p in manifests.get("Service", "nats")["spec"]["ports"]}["monitor"]
+    for name, obj in scaled.items():
+        assert obj["apiVersion"] == "keda.sh/v1alpha1"
+        spec = obj["spec"]
+        target = spec["scaleTargetRef"]
+        assert target.get("kind", "Deployment") == "Deployment" and target["name"] in deployments
+        assert target["name"] == name
+        assert "replicas" not in manifests.deployment(name)["spec"]
+        assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+        (trigger,) = spec["triggers"]
+        assert trigger["type"] == "nats-jetstream"
+        meta = trigger["metadata"]
+        assert (meta["stream"], meta["consumer"]) == SCALERS[name]
+        assert meta["natsServerMonitoringEndpoint"] == f"nats.{NAMESPACE}.svc:{monitor_port}"
+        assert meta["account"] == "$G", "one user without accounts: the global account"
+        assert all(isinstance(v, str) for v in meta.values()), "KEDA trigger metadata values are strings"
+        assert int(meta["lagThreshold"]) > 0
+
+
+@pytest.mark.parametrize("deployment", sorted(SCALERS))
+def test_scaled_consumers_are_the_ones_the_service_code_creates(deployment: str) -> None:
+    """KEDA scales on a durable consumer by name: a rename in the code must fail here, not silently."""
+    stream, durable = SCALERS[deployment]
+    module = ROLES[deployment][0]
+    source = "\n".join(p.read_text() for p in sorted((ROOT / "services" / module).glob("*.py")))
+    # bus.consumer(stream="JOBS", durable="...") or a consumer class called with ("TRAJ", "...", ...)
+    consumers = re.findall(r'(?:stream=)?"([A-Z][A-Z_]*)",\s*(?:durable=)?"([\w-]+)"', source)
+    if not consumers:
+        pytest.skip(f"services/{module} creates no durable consumer yet")
+    assert (stream, durable) in consumers, f"services/{module} consumes {consumers}, KEDA watches {(stream, durable)}"
+
+
+def test_openai_judge_overlay_changes_only_the_judge() -> None:
+    default, swapped = render("default"), render("openai-judge")
+    for name in set(ROLES) - {"reward-judge"}:
+        assert _strip_hash(swapped.deployment(name)) == _strip_hash(default.deployment(name)), name
+    command = parse_service_command(main_container(swapped.deployment("reward-judge")))
+    assert command.overrides[:2] == ["reward.role=judge", "nats.url=nats://$(NATS_USER):$(NATS_PASSWORD)@nats:4222"]
+    config, _, env = _role_config(swapped, "reward-judge")
+    assert config.reward.backend == "openai" and config.reward.role == "judge"
+    url = urlsplit(config.reward.model.openai_base_url)
+    assert (url.hostname, url.port) == ("llm-judge.llm.svc", 8000)
+    key_env = config.reward.model.openai_api_key_env
+    (key_var,) = [e for e in main_container(swapped.deployment("reward-judge"))["env"] if e["name"] == key_env]
+    assert key_var["valueFrom"]["secretKeyRef"]["name"] == "openai-judge"
+    policies = {p["metadata"]["name"] for p in swapped.of_kind("NetworkPolicy")}
+    assert policies - {p["metadata"]["name"] for p in default.of_kind("NetworkPolicy")} == {"reward-judge-openai"}
+
+
+def _strip_hash(obj: Any) -> Any:
+    """Drop kustomize's name hashes (ConfigMap/Secret suffixes) so two renders compare."""
+    if isinstance(obj, dict):
+        return {k: _strip_hash(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_strip_hash(v) for v in obj]
+    if isinstance(obj, str):
+        return re.sub(r"^(rlanything-config|nats-config|nats-auth)-[a-z0-9]{10}$", r"\1", obj)
+    return obj
