@@ -263,7 +263,7 @@ class JudgeSFTConfig(SFTConfig):
     eval_episodes: int = Field(
         60, ge=1, description="Held-out episodes whose steps measure step accuracy before/after.")
     expert_prob: float = Field(
-        0.6, ge=0, le=1, description="Chance that a played step follows the oracle plan (else a random action).")
+        0.5, ge=0, le=1, description="Chance that a played step follows the oracle plan (else a random action).")
     label_noise: float = Field(
         0.3, ge=0, le=0.5, description="Chance that a training label is flipped, so the judge starts imperfect.")
 
@@ -279,6 +279,8 @@ class RewardServiceConfig(ServiceConfig):
     model: ModelConfig = Field(default_factory=ModelConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
     sft: JudgeSFTConfig = Field(default_factory=JudgeSFTConfig)
+    frozen: bool = Field(
+        False, description="llm: announce a version per round but never update the weights (fixed-judge ablation).")
     votes: int = Field(3, ge=1, le=32, description="m: votes sampled per step.")
     temperature: float = Field(0.8, ge=0, le=2, description="Sampling temperature of the votes (0 = greedy).")
     max_new_tokens: int = Field(48, ge=1, le=4096, description="Tokens per vote (brief reasoning, then \\boxed{±1}).")

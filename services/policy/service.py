@@ -50,7 +50,8 @@ class PolicyService(Service):
         self.versions = await VersionStore.open(bus)
         if self.trains:
             store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
-            self.trainer = Trainer("policy", HFGenerator(self.source, self.cfg.model.cache_dir), self.versions, store,
+            self.trainer = Trainer("policy", HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device),
+                                   self.versions, store,
                                    self.cfg.ppo, self.cfg.checkpoint_dir, mode=self.config.env.scheduler.mode)
             await self.trainer.ensure_initial_version(self.source)
         if self.serves:

@@ -1,11 +1,122 @@
-"""The reward service process (a thin shell over the pure modules of this package)."""
+"""The reward service process: judge workers, gRPC JudgeSteps, the RM trainer, version watching.
+
+Roles (``reward.role``): ``judge`` runs the judge workers (durable ``reward-judges`` on
+``rla.traj.completed``) and gRPC `RewardModel.JudgeSteps`, both over one `JudgeBatcher`, and
+swaps in each new RM version announced in the ``models`` bucket without a restart; ``trainer``
+runs the shared `Trainer` on ``rla.samples.reward`` (durable ``reward-trainer``), which saves
+checkpoints and announces versions on ``rla.models.reward``; ``all`` runs both.
+
+Backends (``reward.backend``): ``llm`` is trained (unless ``reward.frozen``: the fixed-judge
+ablation, versions advance and weights do not); ``oracle`` and ``openai`` have no local weights,
+so their "trainer" (`VersionOnlyTrainer`) only announces one version number per round and the
+judges keep voting with the same model.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+
+import grpc
+from prometheus_client import Gauge
+from rlanything.v1 import reward_pb2_grpc
+from rlanything.v1.events_pb2 import RewardSampleBatch, Trajectory
+
+from services.common.bus import Consumer, EventBus
+from services.common.checkpoints import VersionStore
+from services.common.config import RewardServiceConfig, RunConfig
+from services.common.kv import ProtoBucket
+from services.common.models.generation import HFGenerator
 from services.common.runtime import Service
+from services.common.streams import Subjects
+from services.common.trainer_shell import Trainer
+from services.reward.batcher import JudgeBatcher
+from services.reward.grpc_service import SERVICE_NAME, RewardModelServicer
+from services.reward.judges import Judge, build_judge
+from services.reward.models import VersionOnlyTrainer, judge_source
+from services.reward.worker import ConcurrentConsumer, JudgedMarks, TrajectoryJudger
+
+__all__ = ["RewardService"]
+
+VERSION_LAG = Gauge("rla_reward_version_lag_seconds", "Seconds from an RM version's announcement to voting with it.")
+SERVED_VERSION = Gauge("rla_reward_served_version", "RM version the judges of this process vote with.")
 
 
 class RewardService(Service):
     """Reward-model service: the generative step judge, the RM trainer and its checkpoints."""
 
     name = "reward"
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.cfg: RewardServiceConfig = config.reward
+        self.judges = self.cfg.role in ("all", "judge")
+        self.trains = self.cfg.role in ("all", "trainer")
+        self.source = judge_source(self.cfg, config.env.families[0]) if self.cfg.backend == "llm" else ""
+        self.judge: Judge | None = build_judge(self.cfg, self.source) if self.judges else None
+        self._judge_consumer: ConcurrentConsumer[Trajectory] | None = None
+
+    async def on_start(self, bus: EventBus) -> None:
+        self.bus = bus
+        self.versions = await VersionStore.open(bus)
+        if self.trains:
+            store = await ProtoBucket.open(bus.js, "reward_samples", RewardSampleBatch)
+            mode = self.config.env.scheduler.mode
+            if self.cfg.backend == "llm":
+                generator = HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device)
+                self.trainer: Trainer = Trainer("reward", generator, self.versions, store, self.cfg.ppo,
+                                                self.cfg.checkpoint_dir, mode=mode, frozen=self.cfg.frozen)
+            else:
+                uri = "oracle:" if self.cfg.backend == "oracle" else f"openai:{self.cfg.model.openai_base_url}"
+                self.trainer = VersionOnlyTrainer(self.versions, store, uri, mode=mode)
+            await self.trainer.ensure_initial_version(self.source)
+        if self.judge is not None:
+            self.batcher = JudgeBatcher(self.judge, self.cfg.batch_wait_s)
+            self.marks = await JudgedMarks.open(bus.js, self.cfg.judged_bucket)
+            self.handler = TrajectoryJudger(bus, self.batcher, self.marks, self.cfg.votes, self.cfg.temperature)
+            if self.judge.trainable:
+                await self._load_latest()
+                self.background.append(asyncio.create_task(self._watch_versions(), name="version-watch"))
+            SERVED_VERSION.set(self.judge.model_version)
+            self.log.info("judge ready", extra={"backend": self.cfg.backend, "source": self.source,
+                                                "version": self.judge.model_version, "votes": self.cfg.votes})
+
+    async def _load_latest(self) -> bool:
+        assert self.judge is not None
+        latest = await self.versions.latest("reward")
+        if latest is None or latest.version <= self.judge.model_version:
+            return False
+        await asyncio.to_thread(self.judge.load_version, latest.uri, int(latest.version))
+        lag_s = max(0.0, time.time() - latest.published_unix_s)
+        VERSION_LAG.set(lag_s)
+        SERVED_VERSION.set(latest.version)
+        self.log.info("judging with new version", extra={"version": latest.version, "uri": latest.uri,
+                                                         "lag_s": round(lag_s, 3)})
+        return True
+
+    async def _watch_versions(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            await self._load_latest()
+
+    def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
+        if self.judge is None:
+            return []
+        servicer = RewardModelServicer(self.batcher, self.cfg.votes, self.cfg.temperature)
+        return [(SERVICE_NAME, lambda s: reward_pb2_grpc.add_RewardModelServicer_to_server(servicer, s))]
+
+    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
+        out: list[Consumer] = []  # type: ignore[type-arg]
+        if self.judge is not None:
+            self._judge_consumer = ConcurrentConsumer(bus, "TRAJ", "reward-judges", Subjects.TRAJ_COMPLETED,
+                                                      Trajectory, self.handler.on_trajectory, bus.consumer_cfg)
+            out.append(self._judge_consumer)
+        if self.trains:
+            out.append(bus.consumer(stream="SAMPLES", durable="reward-trainer", subject=Subjects.SAMPLES_REWARD,
+                                    message_type=RewardSampleBatch, handler=self.trainer.on_batch))
+        return out
+
+    async def on_stop(self) -> None:
+        if self._judge_consumer is not None:  # built here, not by bus.consumer: the bus would not unbind it
+            await self._judge_consumer.unbind()

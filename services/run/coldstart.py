@@ -1,4 +1,8 @@
-"""Cold start for `rlanything run`: SFT the tiny policy and judge once, cached by config hash."""
+"""Cold start for `rlanything run`: SFT the tiny policy and judge once, cached by config hash.
+
+The cache key leaves out the run's seed: every seed of an experiment starts from the same
+cold-started models (as every run of the paper starts from the same instruct model).
+"""
 
 from __future__ import annotations
 
@@ -25,14 +29,14 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
 
     pcfg = config.policy
     fam_cfg = config.env.families[0]
-    key = config_hash(fam_cfg, pcfg.sft, pcfg.model.tiny, pcfg.rollout.history_steps, config.seed)
+    key = config_hash(fam_cfg, pcfg.sft, pcfg.model.tiny, pcfg.rollout.history_steps)  # seed-free: shared by seeds
     out = Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
     if (out / "config.json").exists():
         log(f"cold-started policy: cached {out}")
         return str(out)
     log(f"cold start: SFT of the tiny policy on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
     result = run_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, pcfg.sft, pcfg.model.tiny,
-                     out.with_name(out.name + ".tmp"), pcfg.rollout.history_steps, config.seed)
+                     out.with_name(out.name + ".tmp"), pcfg.rollout.history_steps, seed=0)
     out.with_name(out.name + ".tmp").rename(out)
     log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
         f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
@@ -41,18 +45,26 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
 
 def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
     """The cold-started (noisy) judge's directory (trained now unless cached)."""
+    from services.env.families.registry import build_family
+    from services.reward.judges import JudgeSettings
     from services.reward.sft import run_judge_sft
 
     rcfg = config.reward
     fam_cfg = config.env.families[0]
-    key = config_hash(fam_cfg, rcfg.sft, rcfg.model.tiny, rcfg.label_noise, rcfg.prompt_chars, config.seed)
+    settings = JudgeSettings.of(rcfg)
+    key = config_hash(fam_cfg, rcfg.sft, rcfg.model.tiny, rcfg.votes, rcfg.temperature, rcfg.prompt_chars,
+                      rcfg.field_chars, rcfg.max_new_tokens, config.policy.rollout.history_steps)
     out = Path(config.launcher.coldstart_dir) / f"judge-{fam_cfg.type}-{key}"
     if (out / "config.json").exists():
         log(f"cold-started judge: cached {out}")
         return str(out)
-    log(f"cold start: SFT of the tiny judge on oracle step labels with {rcfg.label_noise:.0%} label noise")
+    log(f"cold start: SFT of the tiny judge on oracle step labels with {rcfg.sft.label_noise:.0%} label noise "
+        f"({rcfg.sft.steps} steps)")
     tmp = out.with_name(out.name + ".tmp")
-    result = run_judge_sft(config, tmp)
+    result = run_judge_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, rcfg.sft, rcfg.model.tiny, tmp,
+                           settings, rcfg.votes, rcfg.temperature, "", 0,
+                           config.policy.rollout.history_steps)
     tmp.rename(out)
-    log(f"cold-started judge: step accuracy {result.accuracy_before:.2f} -> {result.accuracy_after:.2f}")
+    log(f"cold-started judge: step accuracy {result.before.step_accuracy:.2f} -> {result.after.step_accuracy:.2f} "
+        f"vs oracle labels ({result.after.labelled_steps} held-out steps)")
     return str(out)

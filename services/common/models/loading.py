@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import threading
 from pathlib import Path
 
 import torch
@@ -20,6 +21,9 @@ __all__ = ["SMOLLM2", "resolve_model_path", "load_model", "checkpoint_sha256"]
 log = logging.getLogger("rlanything.models")
 SMOLLM2 = "smollm2"
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_LOAD_LOCK = threading.Lock()
+"""transformers' `from_pretrained` is not thread-safe (its meta-device init is process-global):
+two loads in worker threads at once fail with "Cannot copy out of meta tensor"."""
 
 
 def _smollm2_cached(cache_dir: Path) -> Path:
@@ -57,9 +61,10 @@ def load_model(source: str, cache_dir: str | Path = ".cache/models", dtype: torc
     Raises:
         OSError: the directory or hub id cannot be loaded (offline: a hub id must be cached).
     """
-    path = resolve_model_path(source, cache_dir)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    with _LOAD_LOCK:
+        path = resolve_model_path(source, cache_dir)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()

@@ -1,0 +1,91 @@
+"""Merge concurrent judge requests into shared generate batches (asyncio micro-batching).
+
+Judge workers handle the trajectories of one fetch concurrently and gRPC requests arrive
+concurrently; each awaits `JudgeBatcher.judge`. The first request waits ``wait_s`` seconds for
+others, then every pending request with the same (votes, temperature) is judged in ONE call of
+the synchronous `Judge` (which splits it into generate calls of at most ``max_batch`` chats) in a
+worker thread, so the event loop keeps serving. A failure fails exactly the requests of that call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import Histogram
+from rlanything.v1.events_pb2 import StepJudgement
+from rlanything.v1.reward_pb2 import StepToJudge
+
+from services.reward.judges import Judge
+
+__all__ = ["JudgeBatcher", "Judged"]
+
+BATCH_STEPS = Histogram("rla_reward_batch_steps", "Steps judged per merged judge call.",
+                        buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
+BATCH_SECONDS = Histogram("rla_reward_batch_seconds", "Seconds per merged judge call.")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The judgements of one request and the model version that voted."""
+
+    judgements: list[StepJudgement]
+    """One per requested step, in order (``step_index`` = position in the request)."""
+    model_version: int
+
+
+@dataclass
+class _Request:
+    steps: Sequence[StepToJudge]
+    votes: int
+    temperature: float
+    future: asyncio.Future[Judged]
+
+
+class JudgeBatcher:
+    """An asyncio front of a synchronous `Judge` that merges concurrent requests."""
+
+    def __init__(self, judge: Judge, wait_s: float = 0.01) -> None:
+        self.judge = judge
+        self.wait_s = wait_s
+        self._pending: list[_Request] = []
+        self._runner: asyncio.Task[None] | None = None
+
+    async def judge_steps(self, steps: Sequence[StepToJudge], votes: int, temperature: float) -> Judged:
+        """Judge ``steps`` with ``votes`` votes each (merged with concurrent requests).
+
+        Raises:
+            Exception: whatever the judge raised for the merged call.
+        """
+        future: asyncio.Future[Judged] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Request(list(steps), votes, temperature, future))
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._drain(), name="judge-batcher")
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.wait_s)
+            key = (self._pending[0].votes, self._pending[0].temperature)
+            batch = [r for r in self._pending if (r.votes, r.temperature) == key]
+            self._pending = [r for r in self._pending if (r.votes, r.temperature) != key]
+            steps = [s for r in batch for s in r.steps]
+            version = self.judge.model_version
+            try:
+                with BATCH_SECONDS.time():
+                    judgements = await asyncio.to_thread(self.judge.judge, steps, key[0], key[1])
+            except Exception as exc:  # noqa: BLE001 - handed to every caller of this call, who re-raises
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                continue
+            BATCH_STEPS.observe(len(steps))
+            start = 0
+            for r in batch:
+                mine = judgements[start: start + len(r.steps)]
+                for i, j in enumerate(mine):
+                    j.step_index = i
+                start += len(r.steps)
+                if not r.future.done():
+                    r.future.set_result(Judged(mine, version))

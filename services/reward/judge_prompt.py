@@ -1,0 +1,69 @@
+"""The judge's prompt for one agent step (pure; arXiv 2602.02488 §3, ALGORITHM.md "three models").
+
+The generative reward model reads the agent's step prompt, the agent's response and the
+observation that followed, and judges the step against a rubric: the action suits the
+observation and the goal, the reasoning is relevant and not invented, and the next observation
+agrees with the action. It reasons briefly and ends with ``\\boxed{1}`` (good) or ``\\boxed{-1}``
+(bad). The rubric is the system message; the step is the user message.
+
+Prompt length is what a tiny CPU judge pays for, so long texts are cut: the agent's prompt keeps
+its last ``prompt_chars`` characters (the current observation and the admissible actions sit at
+its end), the response keeps its last ``field_chars`` (the final answer), the next observation
+its first ``field_chars`` (what happened). A cut is marked with ``…``. The task text is shown
+only when the kept part of the prompt does not already contain it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["JUDGE_SYSTEM", "GOOD_VERDICT", "BAD_VERDICT", "judge_chat", "keep_head", "keep_tail"]
+
+JUDGE_SYSTEM = (
+    "You judge one step of an agent. A step is good when the action suits the observation and the goal, "
+    "the reasoning is relevant and invents nothing, and the next observation agrees with the action. "
+    "Reason briefly, then end with \\boxed{1} for a good step or \\boxed{-1} for a bad one.")
+GOOD_VERDICT = "\\boxed{1}"
+"""The shortest answer that votes +1 (the cold start's target for a good step)."""
+BAD_VERDICT = "\\boxed{-1}"
+"""The shortest answer that votes −1."""
+ELLIPSIS = "…"
+
+
+def keep_tail(text: str, chars: int) -> str:
+    """The last ``chars`` characters of ``text`` (stripped), prefixed with ``…`` when cut."""
+    text = text.strip()
+    return text if len(text) <= chars else ELLIPSIS + text[len(text) - chars:].lstrip()
+
+
+def keep_head(text: str, chars: int) -> str:
+    """The first ``chars`` characters of ``text`` (stripped), followed by ``…`` when cut."""
+    text = text.strip()
+    return text if len(text) <= chars else text[:chars].rstrip() + ELLIPSIS
+
+
+def judge_chat(task_text: str, prompt: str, response: str, next_observation: str, prompt_chars: int = 600,
+               field_chars: int = 300) -> list[dict[str, str]]:
+    """The judge's chat for one step: ``[system rubric, user step]``.
+
+    Args:
+        task_text: the task's goal ("" when unknown).
+        prompt: the agent's step prompt (the user message it answered).
+        response: the agent's raw response text.
+        next_observation: the environment's observation after the step.
+        prompt_chars: characters of ``prompt`` kept (its end).
+        field_chars: characters of ``response`` (end) and ``next_observation`` (start) kept.
+
+    Raises:
+        ValueError: ``prompt_chars`` or ``field_chars`` < 1.
+    """
+    if prompt_chars < 1 or field_chars < 1:
+        raise ValueError(f"prompt_chars and field_chars must be >= 1, got {prompt_chars}, {field_chars}")
+    shown = keep_tail(prompt, prompt_chars)
+    lines = []
+    task = task_text.strip()
+    if task and task not in shown:
+        lines.append(f"Task: {keep_head(task, field_chars)}")
+    lines += [f"Agent saw:\n{shown}",
+              f"Agent answered: {keep_tail(response, field_chars) or '(nothing)'}",
+              f"Next observation: {keep_head(next_observation, field_chars) or '(none)'}",
+              "Was this step good?"]
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]

@@ -1,0 +1,153 @@
+"""Judge workers: completed trajectories in (rla.traj.completed), judged trajectories out.
+
+Per trajectory (durable consumer ``reward-judges`` on the TRAJ log): skip it when the marks
+bucket says it was judged already → judge every step m times → publish `JudgedTrajectory` on
+``rla.traj.judged`` with msg id ``<trajectory_id>/judged`` → mark it judged → ack. (Not the bare
+trajectory id: JetStream de-duplicates per *stream*, and the completed trajectory was published on
+the same TRAJ stream with exactly that id, so the judged event would be dropped.)
+
+Exactly one judged event per trajectory id, under at-least-once delivery:
+
+* a redelivery, or the same trajectory published twice, inside the stream's duplicate window
+  (``nats.duplicate_window_s``) is judged again but its publish is dropped by JetStream (same
+  judged msg id); this also covers a crash between publish and mark;
+* after the window, the mark (KV bucket ``reward.judged_bucket``, kept as long as the TRAJ log
+  keeps trajectories) skips it before any work. Only a crash between publish and mark followed by
+  a redelivery later than the window could publish twice; the ack wait (30 s) is far below the
+  window (120 s), so that needs a message held unacked across a restart for minutes.
+
+Re-judging old trajectories with a newer judge is a replay: a new durable consumer and a fresh
+marks bucket (``reward.judged_bucket``), never a change to this one.
+
+Messages of one fetch are handled concurrently (`ConcurrentConsumer`), so their steps meet in
+the shared `JudgeBatcher` and are judged in common generate batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+from typing import TypeVar
+
+from google.protobuf.message import Message
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+from nats.js.kv import KeyValue
+from prometheus_client import Counter
+from rlanything.v1.events_pb2 import JudgedTrajectory, Trajectory
+
+from services.common.bus import Consumer, Delivery, EventBus
+from services.common.errors import InvalidEventError
+from services.common.streams import STREAMS, Subjects
+from services.reward.batcher import JudgeBatcher
+from services.reward.judges import steps_of
+
+__all__ = ["ConcurrentConsumer", "JudgedMarks", "TrajectoryJudger", "judged_msg_id", "mark_key", "MARK_TTL_S"]
+
+log = logging.getLogger("rlanything.reward")
+TRAJECTORIES = Counter("rla_reward_trajectories_total", "Completed trajectories by outcome (judged, duplicate).",
+                       ["outcome"])
+VOTES = Counter("rla_reward_votes_total", "Votes cast by judge workers, by value (good, bad, invalid).", ["value"])
+MARK_TTL_S = next(s.max_age_s for s in STREAMS if s.name == "TRAJ")
+"""Derived: seconds a judged mark is kept, as long as the TRAJ log keeps the trajectory."""
+_KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
+_VOTE_NAME = {1: "good", -1: "bad", 0: "invalid"}
+M = TypeVar("M", bound=Message)
+
+
+def judged_msg_id(trajectory_id: str) -> str:
+    """The ``Nats-Msg-Id`` of a trajectory's judged event (distinct from its completed event's id)."""
+    return f"{trajectory_id}/judged"
+
+
+def mark_key(trajectory_id: str) -> str:
+    """A valid KV key for ``trajectory_id``: the id itself when NATS allows it, else a SHA-256 digest."""
+    if _KEY_OK.match(trajectory_id) and not trajectory_id.startswith(".") and not trajectory_id.endswith("."):
+        return trajectory_id
+    return "sha256." + hashlib.sha256(trajectory_id.encode()).hexdigest()
+
+
+class ConcurrentConsumer(Consumer[M]):
+    """A durable pull consumer that processes the messages of one fetch concurrently.
+
+    Each message keeps the base class's outcome rules (ack after the handler, nak with backoff,
+    dead-letter); only their handlers overlap.
+    """
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if self._sub is None:
+            await self.setup()
+        while not stop.is_set():
+            msgs: list[Msg] = await self.fetch()
+            if msgs:
+                await asyncio.gather(*(self.process(m) for m in msgs))
+
+
+class JudgedMarks:
+    """The set of judged trajectory ids (KV bucket; value = the RM version that judged it)."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self.kv = kv
+
+    @classmethod
+    async def open(cls, js: JetStreamContext, bucket: str) -> "JudgedMarks":
+        """Open (or create, with a TTL of `MARK_TTL_S`) the marks bucket."""
+        try:
+            kv = await js.key_value(bucket)
+        except BucketNotFoundError:
+            kv = await js.create_key_value(bucket=bucket, history=1, ttl=MARK_TTL_S or None)
+        return cls(kv)
+
+    async def seen(self, trajectory_id: str) -> bool:
+        """Whether ``trajectory_id`` was judged and published already."""
+        try:
+            entry = await self.kv.get(mark_key(trajectory_id))
+        except KeyNotFoundError:
+            return False
+        return entry.value is not None
+
+    async def mark(self, trajectory_id: str, version: int) -> None:
+        """Record that ``trajectory_id`` was published (judged by RM ``version``)."""
+        await self.kv.put(mark_key(trajectory_id), str(version).encode())
+
+
+class TrajectoryJudger:
+    """The handler of ``rla.traj.completed``: judge, publish, mark."""
+
+    def __init__(self, bus: EventBus, batcher: JudgeBatcher, marks: JudgedMarks, votes: int,
+                 temperature: float) -> None:
+        self.bus = bus
+        self.batcher = batcher
+        self.marks = marks
+        self.votes = votes
+        self.temperature = temperature
+
+    async def on_trajectory(self, t: Trajectory, delivery: Delivery) -> None:
+        """Consumer handler: publish the trajectory's `JudgedTrajectory` once.
+
+        Raises:
+            InvalidEventError: no trajectory id (dead-lettered: it could never be de-duplicated).
+        """
+        if not t.trajectory_id:
+            raise InvalidEventError("trajectory without trajectory_id; the rollout worker must set "
+                                    "'<job_id>/<rollout_index>'")
+        if await self.marks.seen(t.trajectory_id):
+            TRAJECTORIES.labels("duplicate").inc()
+            log.info("already judged; skipped", extra={"trajectory_id": t.trajectory_id,
+                                                      "deliveries": delivery.num_delivered})
+            return
+        judged = await self.batcher.judge_steps(steps_of(t), self.votes, self.temperature)
+        for step, judgement in zip(t.steps, judged.judgements):
+            judgement.step_index = step.index
+            for v in judgement.votes:
+                VOTES.labels(_VOTE_NAME[v.value]).inc()
+        event = JudgedTrajectory(trajectory=t, judgements=judged.judgements,
+                                 reward_model_version=judged.model_version)
+        ack = await self.bus.publish(Subjects.TRAJ_JUDGED, event, msg_id=judged_msg_id(t.trajectory_id))
+        await self.marks.mark(t.trajectory_id, judged.model_version)
+        TRAJECTORIES.labels("duplicate" if ack.duplicate else "judged").inc()
+        log.info("judged", extra={"trajectory_id": t.trajectory_id, "steps": len(t.steps),
+                                  "version": judged.model_version, "duplicate_publish": bool(ack.duplicate)})

@@ -1,0 +1,96 @@
+"""The RewardModel contract, checked against the ADDRESS of any implementation.
+
+Every implementation must: return one judgement per step, in request order, each with exactly m
+votes (the request's, or its default when 0); vote values in {+1, −1, 0} that agree with the
+vote's text (strict last-``\\boxed{}`` parsing); mean_vote = the mean of the values; token ids and
+behaviour log-probs of equal length when present; a model version; INVALID_ARGUMENT with a
+message naming the field for malformed requests. Only the oracle is deterministic: its votes are
+the steps' oracle labels. Parametrized over three real servers (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from rlanything.v1 import reward_pb2, reward_pb2_grpc
+from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, STEP_LABEL_UNSPECIFIED
+from rlanything.v1.reward_pb2 import JudgeStepsRequest, StepToJudge
+from services.reward.votes import parse_vote
+from tests.contract.conftest import RewardModelUnderTest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+OBS = "S F F\nA H F\nF F G\nYou are at row 2, column 1."
+
+
+def steps() -> list[StepToJudge]:
+    """Three steps of a FrozenLake episode: a good one, a bad one, an unlabelled (invalid) one."""
+    prompt = f"Task: reach G.\nNow: {OBS}\nActions:\n1. left\n2. down\n3. right\n4. up\nAnswer as \\boxed{{i}}."
+    return [
+        StepToJudge(step_id="e/0", task_text="Reach G.", prompt=prompt, response="\\boxed{2}",
+                    next_observation="You moved down.\nS F F\nF H F\nA F G", oracle_label=STEP_LABEL_GOOD),
+        StepToJudge(step_id="e/1", task_text="Reach G.", prompt=prompt, response="\\boxed{3}",
+                    next_observation="You fell into a hole.", oracle_label=STEP_LABEL_BAD),
+        StepToJudge(step_id="e/2", task_text="Reach G.", prompt=prompt, response="no idea",
+                    next_observation="Your answer was not a valid \\boxed{i}.", oracle_label=STEP_LABEL_UNSPECIFIED),
+    ]
+
+
+def judge(rm: RewardModelUnderTest, request: JudgeStepsRequest) -> reward_pb2.JudgeStepsResponse:
+    return reward_pb2_grpc.RewardModelStub(grpc.insecure_channel(rm.address)).JudgeSteps(request, timeout=120)
+
+
+def check_judgements(response: reward_pb2.JudgeStepsResponse, n_steps: int, m: int) -> None:
+    assert len(response.judgements) == n_steps, "one judgement per step"
+    assert [j.step_index for j in response.judgements] == list(range(n_steps)), "in request order"
+    assert response.model_version >= 0
+    for j in response.judgements:
+        assert len(j.votes) == m, f"exactly m={m} votes per step"
+        values = [v.value for v in j.votes]
+        assert set(values) <= {-1, 0, 1}
+        assert j.mean_vote == pytest.approx(sum(values) / m), "mean_vote is S̄ with invalid votes as 0"
+        for v in j.votes:
+            assert parse_vote(v.response) == v.value, f"value {v.value} disagrees with its text {v.response!r}"
+            assert not v.behaviour_logprobs or len(v.behaviour_logprobs) == len(v.response_token_ids)
+
+
+def test_default_votes_one_judgement_per_step_in_order(reward_model: RewardModelUnderTest) -> None:
+    response = judge(reward_model, JudgeStepsRequest(steps=steps()))
+    check_judgements(response, 3, reward_model.default_votes)
+
+
+def test_requested_votes_and_temperature(reward_model: RewardModelUnderTest) -> None:
+    for m in (1, 5):
+        response = judge(reward_model, JudgeStepsRequest(steps=steps()[:2], votes=m, temperature=1.2))
+        check_judgements(response, 2, m)
+
+
+def test_model_version_is_stable_without_announcements(reward_model: RewardModelUnderTest) -> None:
+    a = judge(reward_model, JudgeStepsRequest(steps=steps()[:1], votes=1))
+    b = judge(reward_model, JudgeStepsRequest(steps=steps()[:1], votes=1))
+    assert a.model_version == b.model_version == 0
+
+
+@pytest.mark.parametrize("request_, message", [
+    (JudgeStepsRequest(), "steps must hold at least one step"),
+    (JudgeStepsRequest(steps=steps(), votes=-1), "votes must be in 0..32"),
+    (JudgeStepsRequest(steps=steps(), votes=33), "votes must be in 0..32"),
+    (JudgeStepsRequest(steps=steps(), temperature=-0.5), "temperature must be >= 0"),
+    (JudgeStepsRequest(steps=[*steps(), StepToJudge(prompt="")]), "steps[3].prompt is empty"),
+])
+def test_malformed_requests_are_invalid_argument(reward_model: RewardModelUnderTest, request_: JudgeStepsRequest,
+                                                 message: str) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        judge(reward_model, request_)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in err.value.details()
+
+
+def test_oracle_votes_are_the_labels_and_deterministic(reward_model: RewardModelUnderTest) -> None:
+    if not reward_model.deterministic_oracle:
+        pytest.skip("only the oracle judge is deterministic")
+    runs = [judge(reward_model, JudgeStepsRequest(steps=steps(), votes=4, temperature=1.5)) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert [[v.value for v in j.votes] for j in runs[0].judgements] == [[1] * 4, [-1] * 4, [0] * 4]
+    assert [j.mean_vote for j in runs[0].judgements] == [1.0, -1.0, 0.0]

@@ -1,0 +1,121 @@
+"""End to end: `rlanything run` closes all three loops for two rounds on gym_text with tiny
+models, as separate processes over a real NATS server; then Ctrl-C and --resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rlanything.v1.env_pb2 import TaskSlot
+from services.common.bus import EventBus
+from services.common.config import ConsumerConfig, NatsConfig
+from services.common.kv import ProtoBucket
+from services.common.nats_server import NatsServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RLANYTHING = str(Path(sys.executable).parent / "rlanything")
+TINY = """
+run_name: e2e
+seed: 1
+env:
+  families:
+    - {type: gym_text, knobs: {size: 4, hole_prob: 0.2}, train_slots: 4, heldout_slots: 2,
+       ood_knobs: {size: 5, hole_prob: 0.25}, ood_slots: 2}
+  scheduler: {rounds: ROUNDS, tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2,
+              max_new_tokens: 12}
+policy:
+  model: {threads: 1, tiny: {hidden_size: 64}}
+  sft: {episodes: 30, steps: 30, eval_episodes: 4}
+  ppo: {optimizer_steps: 2}
+reward:
+  model: {threads: 1, tiny: {hidden_size: 64}}
+  max_new_tokens: 12
+  prompt_chars: 300
+  field_chars: 150
+  sft: {episodes: 10, steps: 20, eval_episodes: 3}
+critic: {group_timeout_s: 120}
+launcher: {coldstart_dir: COLD, round_timeout_s: 600}
+"""
+
+
+def write_config(tmp_path: Path, rounds: int, cold: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY.replace("ROUNDS", str(rounds)).replace("COLD", str(cold)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cold-start cache shared by the tests of this module (SFT runs once)."""
+    return tmp_path_factory.mktemp("coldstart")
+
+
+def rounds_of(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+async def pool_slots(store: Path) -> list[TaskSlot]:
+    with NatsServer(store_dir=store) as server:
+        bus = await EventBus.connect(NatsConfig(url=server.url), ConsumerConfig(), name="inspect")
+        bucket = await ProtoBucket.open(bus.js, "env_pool", TaskSlot)
+        slots = [ (await bucket.get(k))[0] for k in await bucket.keys()]
+        await bus.close()
+    return slots
+
+
+def test_two_rounds_close_all_three_loops(tmp_path: Path, cold: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = subprocess.run([RLANYTHING, "run", str(write_config(tmp_path, 2, cold)), "--run-dir", str(run_dir)],
+                            capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rounds = rounds_of(run_dir)
+    assert [r["round"] for r in rounds] == [0, 1]
+    for r in rounds:
+        jobs = r["critic/jobs_in_round"]
+        assert jobs == 4 + 4 + r.get("critic/groups_candidate", 0)  # 4 train + 2 held-out + 2 OOD (+ candidates)
+        assert r["counts/jobs"] == jobs                                    # jobs ...
+        assert r["counts/trajectories"] == r["critic/trajectories"] > 0   # → trajectories ...
+        assert r["counts/judged"] == r["counts/trajectories"]              # → judged ...
+        assert r["counts/policy_batches"] == r["counts/reward_batches"] == jobs  # → samples ...
+        assert r["critic/groups_complete"] == jobs
+        assert r["policy/version"] == r["round"] + 1 and r["reward/version"] == r["round"] + 1  # → new versions
+        for key in ("policy/success_train", "policy/success_heldout", "policy/success_ood",
+                    "reward/step_accuracy", "env/in_band_share"):
+            assert 0.0 <= r[key] <= 1.0, key
+    requested = sum(v for r in rounds for k, v in r.items() if k.startswith("env/requested_"))
+    assert requested > 0
+    slots = asyncio.run(pool_slots(run_dir / "nats"))
+    assert any(s.HasField("pending") or s.active.version > 0 or s.rejected > 0 for s in slots)  # the pool changed
+    for name in ("config.yaml", "report.md", "success.png", "rm_step_accuracy.png", "in_band.png",
+                 "accepted_variants.png", "kl.png"):
+        assert (run_dir / name).stat().st_size > 0, name
+    assert "| round |" in (run_dir / "report.md").read_text()
+
+
+def test_resume_after_ctrl_c_mid_round(tmp_path: Path, cold: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 900
+    while not ((run_dir / "metrics.jsonl").exists() and rounds_of(run_dir)):
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    time.sleep(3)  # into round 1
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    assert "--resume" in proc.stderr.read()
+    done_before = [r["round"] for r in rounds_of(run_dir)]
+    assert done_before in ([0], [0, 1])
+    result = subprocess.run([RLANYTHING, "run", "--resume", str(run_dir)], capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [r["round"] for r in rounds_of(run_dir)] == [0, 1, 2]  # none lost, none repeated
+    assert [r["policy/version"] for r in rounds_of(run_dir)] == [1, 2, 3]
