@@ -103,10 +103,10 @@ class Trainer:
                                            self.checkpoint_dir, self.role, version)
         else:
             path = Path(latest.uri)  # nothing to learn this round: same weights, new version number
-        await self.versions.announce(self.role, version, path, trained_on_round=round_, metrics=metrics)
+        self.last_metrics = {**metrics, "version": float(version), "round": float(round_)}
+        await self.versions.announce(self.role, version, path, trained_on_round=round_, metrics=self.last_metrics)
         for key in keys:
             await self.store.kv.delete(key)
-        self.last_metrics = {**metrics, "version": float(version), "round": float(round_)}
         for k, v in self.last_metrics.items():
             TRAINER_METRICS.labels(self.role, k).set(v)
         log.info("trained", extra={"role": self.role, "round": round_, "version": version, **metrics})

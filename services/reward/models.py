@@ -65,6 +65,7 @@ class VersionOnlyTrainer(Trainer):
         self.store = store
         self.ppo = PPOConfig()
         self.mode = mode
+        self.frozen = True
         self.uri = uri
         self._lock = asyncio.Lock()
         self.last_metrics: dict[str, float] = {}
@@ -77,10 +78,10 @@ class VersionOnlyTrainer(Trainer):
     async def _train(self, keys: list[str], round_: int, recompute_old: bool) -> None:
         latest = await self.versions.latest(self.role)
         version = (latest.version + 1) if latest else 1
+        self.last_metrics = {"version": float(version), "round": float(round_)}
         await self.versions.announce(self.role, version, self.uri, trained_on_round=round_,
-                                     metrics={"ppo/samples": 0.0, "ppo/frozen": 1.0})
+                                     metrics={"ppo/samples": 0.0, "ppo/frozen": 1.0, **self.last_metrics})
         for key in keys:
             await self.store.kv.delete(key)
-        self.last_metrics = {"version": float(version), "round": float(round_)}
         for k, v in self.last_metrics.items():
             TRAINER_METRICS.labels(self.role, k).set(v)

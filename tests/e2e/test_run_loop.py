@@ -87,9 +87,10 @@ def test_two_rounds_close_all_three_loops(tmp_path: Path, cold: Path) -> None:
         assert r["counts/policy_batches"] == r["counts/reward_batches"] == jobs  # → samples ...
         assert r["critic/groups_complete"] == jobs
         assert r["policy/version"] == r["round"] + 1 and r["reward/version"] == r["round"] + 1  # → new versions
-        for key in ("policy/success_train", "policy/success_heldout", "policy/success_ood",
-                    "reward/step_accuracy", "env/in_band_share"):
+        for key in ("policy/success_train", "policy/success_heldout", "policy/success_ood", "env/in_band_share"):
             assert 0.0 <= r[key] <= 1.0, key
+        # RM step accuracy needs labelled steps: an answer that is not a valid \boxed{i} has none
+        assert 0.0 <= r.get("reward/step_accuracy", 0.0) <= 1.0
     requested = sum(v for r in rounds for k, v in r.items() if k.startswith("env/requested_"))
     assert requested > 0
     slots = asyncio.run(pool_slots(run_dir / "nats"))
