@@ -19,6 +19,8 @@ Usage: python scripts/bench_judge_consistency.py [bench/judge_consistency.md] [-
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import platform
 import random
 import sys
@@ -36,7 +38,7 @@ from services.env.families.gym_text import FrozenLakeFamily  # noqa: E402
 from services.reward.episodes import record_groups  # noqa: E402
 from services.reward.judges import JudgeSettings, LLMJudge  # noqa: E402
 from services.reward.offline import JudgeAccuracy, consistency_round, judge_accuracy, judge_trajectories  # noqa: E402
-from services.reward.sft import judge_specs, run_judge_sft  # noqa: E402
+from services.reward.sft import JudgeSFTResult, judge_specs, run_judge_sft  # noqa: E402
 
 FAMILY = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
 FIXED_SEED_BASE = 990_000_000
@@ -82,6 +84,21 @@ def run_rounds(model_dir: str, settings: JudgeSettings, fixed: list[Trajectory],
     return rows, held_before, fixed_after, held_after
 
 
+def cold_start(work: Path, sft: JudgeSFTConfig, tiny: TinyModelConfig, settings: JudgeSettings, votes: int,
+               temperature: float, seed: int) -> JudgeSFTResult:
+    """`run_judge_sft`, or its cached result (the cold start is deterministic for these arguments)."""
+    key = json.dumps([sft.model_dump(), tiny.model_dump(), dataclasses.asdict(settings), votes, temperature, seed],
+                     sort_keys=True)
+    out = work / f"sft-{seed}"
+    cached = out / "bench-cold-start.json"
+    if cached.exists() and json.loads(cached.read_text())["key"] == key:
+        r = json.loads(cached.read_text())["result"]
+        return JudgeSFTResult(**{**r, "before": JudgeAccuracy(**r["before"]), "after": JudgeAccuracy(**r["after"])})
+    result = run_judge_sft(FrozenLakeFamily(), FAMILY, sft, tiny, out, settings, votes, temperature, seed=seed)
+    cached.write_text(json.dumps({"key": key, "result": dataclasses.asdict(result)}))
+    return result
+
+
 def row(name: str, a: JudgeAccuracy, extra: str = "") -> str:
     return (f"| {name} | {a.step_accuracy:.3f} | {a.vote_accuracy:.3f} | {a.invalid_vote_rate:.3f} | "
             f"{a.good_share:.3f} | {a.labelled_steps} |{extra}")
@@ -107,8 +124,7 @@ def main() -> None:
     votes, temperature = 3, 0.8
     sft = JudgeSFTConfig(episodes=300, steps=args.sft_steps, eval_episodes=40, label_noise=0.3, expert_prob=0.5)
     tiny = TinyModelConfig()
-    cold = run_judge_sft(family, FAMILY, sft, tiny, Path(args.work) / f"sft-{args.seed}", settings, votes,
-                         temperature, seed=args.seed)
+    cold = cold_start(Path(args.work), sft, tiny, settings, votes, temperature, args.seed)
     print(f"cold start: {cold.before.step_accuracy:.3f} -> {cold.after.step_accuracy:.3f} ({cold.seconds:.0f} s)",
           flush=True)
     fixed = record_groups(family, judge_specs(FAMILY, args.tasks, FIXED_SEED_BASE), args.group, 0.5, args.seed,
@@ -126,13 +142,15 @@ def main() -> None:
         control_rows += [row(f"control: fixed set after {args.rounds} rounds", c_final, " | | |"),
                          row(f"control: held-out after {args.rounds} rounds", c_held, " | | |")]
     wins = sum(t.outcome == 1 for t in fixed) / len(fixed)
+    first = rounds[0].split("|")[2].strip() if rounds else "–"
     header = ("| judged set | step acc (sign S̄) | vote acc | invalid votes | always-+1 acc | labelled steps |"
               " RM samples | KL | clip frac |\n|---|---|---|---|---|---|---|---|---|")
     lines = [
         "# Judge consistency training on fixed trajectories (loop 2, arXiv 2602.02488)",
         "",
         f"Measured by `scripts/bench_judge_consistency.py` in {time.perf_counter() - start:.0f} s on "
-        f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} torch threads, shared CPU).",
+        f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} torch threads, shared CPU), "
+        f"plus {cold.seconds:.0f} s for the cold start (cached in --work between runs).",
         "",
         f"Setup: FrozenLake 4×4 (hole_prob 0.2). Fixed set: {args.tasks} tasks × G={args.group} ε-expert rollouts "
         f"(ε = 0.5 random actions; win rate {wins:.2f}). Held-out: 40 other maps. Tiny judge "
@@ -156,7 +174,7 @@ def main() -> None:
         row(f"consistency: held-out after {args.rounds} rounds", held_after, " | | |"),
         *control_rows,
         "",
-        f"Consistency feedback: fixed set {rounds and rounds[0].split('|')[2].strip()} → {final.step_accuracy:.3f} "
+        f"Consistency feedback: fixed set {first} → {final.step_accuracy:.3f} "
         f"step accuracy; held-out {held_before.step_accuracy:.3f} → {held_after.step_accuracy:.3f}."
         + (f" Control (outcomes permuted within each task): fixed set → {c_final.step_accuracy:.3f}, held-out → "
            f"{c_held.step_accuracy:.3f}." if args.control else ""),
