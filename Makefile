@@ -1,6 +1,6 @@
 # RLAnything: two commands do all set-up on a fresh machine.
 #   make test   create .venv, install pinned deps, check generated stubs, run the tests
-#   make run    create .venv, install, then start the local system (NATS + four services)
+#   make run    create .venv, install, then run the closed loop (`rlanything run $(CONFIG)`)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -36,7 +36,7 @@ test: setup check-proto
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: setup check-proto
-	$(VENV)/bin/rlanything up $(CONFIG)
+	$(VENV)/bin/rlanything run $(CONFIG)
 
 # Benchmarks write their results under bench/ (measured side by side in one run each).
 bench: setup

@@ -287,6 +287,9 @@ class RewardServiceConfig(ServiceConfig):
     max_batch: int = Field(64, ge=1, description="Judge chats (steps × votes) per generate call.")
     batch_wait_s: float = Field(
         0.01, ge=0, le=1, description="Seconds a judge request waits for concurrent ones to share its generate batch.")
+    judge_eval: bool = Field(
+        False, description="Also judge held-out/OOD evaluation rollouts (they train nothing; off = they pass "
+                           "through with empty judgements, and RM step accuracy covers training rollouts only).")
     prompt_chars: int = Field(
         600, ge=40, description="Characters of the agent's step prompt shown to the judge (its end).")
     field_chars: int = Field(

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Coroutine, Optional
 
 import typer
 
@@ -19,6 +21,14 @@ from services.common.errors import ConfigError, ServiceFailedError
 from services.common.logs import configure_logging
 
 __all__ = ["service_main"]
+
+
+def _run_without_joining_threads(coro: Coroutine[Any, Any, int]) -> int:
+    """``asyncio.run`` without waiting for the default executor's threads (``asyncio.run`` joins
+    them for up to 300 s; an in-flight model call would delay a stop the launcher is waiting for)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    return loop.run_until_complete(coro)
 
 
 def service_main(name: str, factory: str) -> None:
@@ -39,11 +49,16 @@ def service_main(name: str, factory: str) -> None:
 
         try:
             service = getattr(importlib.import_module(module_name), attr)(run_config)
-            code = asyncio.run(run_service(service))
+            code = _run_without_joining_threads(run_service(service))
         except ServiceFailedError as exc:
             typer.echo(f"{name}: {exc}", err=True)
             raise typer.Exit(1) from None
-        raise typer.Exit(code)
+        # run_service has drained NATS and stopped gRPC; a generate call still running in a worker
+        # thread (seconds on a loaded CPU) must not hold the exit, so skip the interpreter's join.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
     app = typer.Typer(add_completion=False, help=f"RLAnything {name} service.")
     app.command()(command)

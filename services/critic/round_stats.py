@@ -8,8 +8,8 @@ turns the sums of one round into the slash-namespaced metrics of ALGORITHM.md (a
 | metric | definition |
 |---|---|
 | policy/success_<split> | wins / rollouts over the round's non-candidate groups of that split |
-| reward/step_accuracy | sign(S̄) == oracle label (GOOD=+1, BAD=−1) over labelled judged steps; S̄ = 0 is wrong |
-| reward/outcome_accuracy | sign(mean_k S̄_k) == O over judged trajectories with ≥ 1 step; 0 is wrong |
+| reward/step_accuracy | sign(S̄) == oracle label (GOOD=+1, BAD=−1) over labelled steps with votes; S̄ = 0 is wrong |
+| reward/outcome_accuracy | sign(mean_k S̄_k) == O over trajectories with ≥ 1 step with votes; 0 is wrong |
 | reward/invalid_vote_rate | votes with value 0 / all votes |
 | reward/split_vote_share | judged steps whose votes are not all equal / judged steps |
 | env/in_band_share | non-candidate train groups with acc in the RM band / those groups |
@@ -60,13 +60,14 @@ def judge_stats(records: Sequence[JudgedTrajectory]) -> dict[str, float]:
         for step, judgement in zip(t.steps, rec.judgements):
             values_M = [v.value for v in judgement.votes]
             s_bar = mean_vote(values_M)
-            means_K.append(s_bar)
+            if values_M:
+                means_K.append(s_bar)
             s["sum/votes"] += len(values_M)
             s["sum/votes_invalid"] += sum(1 for v in values_M if v == 0)
             if values_M:
                 s["sum/steps_judged"] += 1
                 s["sum/steps_split"] += len(set(values_M)) > 1
-            if step.oracle_label in _LABEL_SIGN:
+            if values_M and step.oracle_label in _LABEL_SIGN:  # unjudged (evaluation) steps are not counted
                 s["sum/steps_labelled"] += 1
                 s["sum/steps_correct"] += _sign(s_bar) == _LABEL_SIGN[step.oracle_label]
         for step in t.steps:

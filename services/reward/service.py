@@ -74,7 +74,8 @@ class RewardService(Service):
         if self.judge is not None:
             self.batcher = JudgeBatcher(self.judge, self.cfg.batch_wait_s)
             self.marks = await JudgedMarks.open(bus.js, self.cfg.judged_bucket)
-            self.handler = TrajectoryJudger(bus, self.batcher, self.marks, self.cfg.votes, self.cfg.temperature)
+            self.handler = TrajectoryJudger(bus, self.batcher, self.marks, self.cfg.votes, self.cfg.temperature,
+                                            judge_eval=self.cfg.judge_eval)
             if self.judge.trainable:
                 await self._load_latest()
                 self.background.append(asyncio.create_task(self._watch_versions(), name="version-watch"))

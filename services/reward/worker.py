@@ -37,12 +37,12 @@ from nats.js import JetStreamContext
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
-from rlanything.v1.events_pb2 import JudgedTrajectory, Trajectory
+from rlanything.v1.events_pb2 import JudgedTrajectory, StepJudgement, Trajectory
 
 from services.common.bus import Consumer, Delivery, EventBus
 from services.common.errors import InvalidEventError
 from services.common.streams import STREAMS, Subjects
-from services.reward.batcher import JudgeBatcher
+from services.reward.batcher import JudgeBatcher, Judged
 from services.reward.judges import steps_of
 
 __all__ = ["ConcurrentConsumer", "JudgedMarks", "TrajectoryJudger", "judged_msg_id", "mark_key", "MARK_TTL_S"]
@@ -56,6 +56,8 @@ MARK_TTL_S = next(s.max_age_s for s in STREAMS if s.name == "TRAJ")
 _KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 _VOTE_NAME = {1: "good", -1: "bad", 0: "invalid"}
 M = TypeVar("M", bound=Message)
+EVAL_SPLITS = frozenset({"heldout", "ood"})
+"""Trajectory splits that only measure the policy (see ``reward.judge_eval``)."""
 
 
 def judged_msg_id(trajectory_id: str) -> str:
@@ -118,7 +120,8 @@ class TrajectoryJudger:
     """The handler of ``rla.traj.completed``: judge, publish, mark."""
 
     def __init__(self, bus: EventBus, batcher: JudgeBatcher, marks: JudgedMarks, votes: int,
-                 temperature: float) -> None:
+                 temperature: float, judge_eval: bool = False) -> None:
+        self.judge_eval = judge_eval
         self.bus = bus
         self.batcher = batcher
         self.marks = marks
@@ -139,7 +142,11 @@ class TrajectoryJudger:
             log.info("already judged; skipped", extra={"trajectory_id": t.trajectory_id,
                                                       "deliveries": delivery.num_delivered})
             return
-        judged = await self.batcher.judge_steps(steps_of(t), self.votes, self.temperature)
+        if t.split in EVAL_SPLITS and not self.judge_eval:
+            # Evaluation rollouts train nothing: pass them on with one empty judgement per step.
+            judged = Judged([StepJudgement() for _ in t.steps], self.batcher.judge.model_version)
+        else:
+            judged = await self.batcher.judge_steps(steps_of(t), self.votes, self.temperature)
         for step, judgement in zip(t.steps, judged.judgements):
             judgement.step_index = step.index
             for v in judgement.votes:

@@ -75,6 +75,20 @@ async def test_a_trajectory_published_twice_is_judged_once(spawn_service, tiny_j
             assert v.value in (-1, 0, 1) and 0 < len(v.response_token_ids) == len(v.behaviour_logprobs) <= 6
 
 
+async def test_evaluation_rollouts_pass_through_unjudged_unless_judge_eval_is_on(spawn_service, tiny_judge_dir,
+                                                                                 tmp_path, bus) -> None:
+    spawn_service("reward", reward_yaml(tiny_judge_dir, tmp_path / "ckpt", role="judge"))
+    held, train = trajectory("r0/h", seed=8), trajectory("r0/t", seed=9)
+    held.split = "heldout"
+    await bus.publish(Subjects.TRAJ_COMPLETED, held, msg_id="h")
+    await bus.publish(Subjects.TRAJ_COMPLETED, train, msg_id="t")
+    by_split = {j.trajectory.split: j for j in
+                await events(bus, Subjects.TRAJ_JUDGED, "TRAJ", 2, JudgedTrajectory, timeout_s=60)}
+    assert [j.step_index for j in by_split["heldout"].judgements] == [s.index for s in held.steps]
+    assert [len(j.votes) for j in by_split["heldout"].judgements] == [0] * len(held.steps)
+    assert [len(j.votes) for j in by_split["train"].judgements] == [2] * len(train.steps)
+
+
 async def test_trainer_trains_a_round_and_judges_vote_with_the_new_version(spawn_service, tiny_judge_dir, tmp_path,
                                                                           bus) -> None:
     ckpt = tmp_path / "ckpt"

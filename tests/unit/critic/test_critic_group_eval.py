@@ -117,6 +117,18 @@ def test_candidate_and_eval_groups_report_but_never_train(kw: dict, success_key:
     assert m["reward/step_accuracy"] == pytest.approx(4 / 6)  # the RM is judged on every group
 
 
+def test_unjudged_evaluation_steps_count_for_success_but_not_for_rm_accuracy() -> None:
+    # The reward service passes held-out rollouts on with empty judgements (reward.judge_eval off).
+    unjudged = [judged("r0/gym_text/heldout-0000/v0", 0, +1, [[]], labels=[G], split="heldout", group_size=2),
+                judged("r0/gym_text/heldout-0000/v0", 1, -1, [[], []], labels=[B, B], split="heldout", group_size=2)]
+    m = round_metrics([evaluate_group(unjudged, CriticServiceConfig(), partial=False).stats])
+    assert m["policy/success_heldout"] == 0.5
+    assert "reward/step_accuracy" not in m and "reward/outcome_accuracy" not in m
+    both = round_metrics([evaluate_group(unjudged, CriticServiceConfig(), partial=False).stats,
+                          evaluate_group(group(), CriticServiceConfig(), partial=False).stats])
+    assert both["reward/step_accuracy"] == pytest.approx(4 / 6)  # only the judged group's labelled steps
+
+
 def test_all_won_group_is_out_of_both_bands_unless_the_policy_band_is_off() -> None:
     won = [judged("j", i, +1, [[1, 1, -1], [1, 1, 1]][: 1 + i % 2]) for i in range(4)]
     out = evaluate_group(won, CriticServiceConfig(), partial=False)
