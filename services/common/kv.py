@@ -11,12 +11,15 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 from nats.js import JetStreamContext
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 __all__ = ["ProtoBucket", "open_bucket"]
 
 M = TypeVar("M", bound=Message)
+KEYS_FETCH = 512
+"""Keys read per fetch by `ProtoBucket.keys`."""
 
 
 async def open_bucket(js: JetStreamContext, name: str, history: int = 1) -> KeyValue:
@@ -74,8 +77,28 @@ class ProtoBucket:
         raise AssertionError("unreachable")
 
     async def keys(self) -> list[str]:
-        """Every live key (empty list when the bucket has none)."""
+        """Every live key (empty list when the bucket has none), in stream order.
+
+        Not nats-py's ``KeyValue.keys()``: its push watcher can signal "done" from consumer info
+        before the already-delivered entries reach its callback, and then returns a partial list
+        (seen as a trainer that never noticed its round was complete). A pull consumer over the
+        last message per key ends on each message's own ``num_pending``, which cannot race.
+        """
+        js, stream, prefix = self.kv._js, self.kv._stream, self.kv._pre
+        sub = await js.pull_subscribe(f"{prefix}>", durable=None, stream=stream, config=ConsumerConfig(
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE, headers_only=True,
+            inactive_threshold=60.0))
+        keys: list[str] = []
         try:
-            return list(await self.kv.keys())
-        except NoKeysError:
-            return []
+            if (await sub.consumer_info()).num_pending == 0:
+                return keys
+            while True:
+                msgs = await sub.fetch(KEYS_FETCH, timeout=5.0)
+                for m in msgs:
+                    headers = m.headers or {}
+                    if headers.get("KV-Operation") not in ("DEL", "PURGE") and "Nats-Marker-Reason" not in headers:
+                        keys.append(m.subject[len(prefix):])
+                if msgs[-1].metadata.num_pending == 0:
+                    return keys
+        finally:
+            await sub.unsubscribe()

@@ -26,6 +26,27 @@ async def test_get_put_and_missing(bus: EventBus) -> None:
     assert await bucket.keys() == ["policy"]
 
 
+async def test_keys_right_after_put_lists_every_live_key_and_no_deleted_one(bus: EventBus) -> None:
+    # The trainer's pattern: put a batch, list the keys, train when the round is complete.
+    # nats-py's own KeyValue.keys() returned partial lists here now and then (a run hung).
+    bucket = await ProtoBucket.open(bus.js, "batches", events_pb2.ModelVersion)
+    live: set[str] = set()
+    for r in range(30):
+        for j in range(12):
+            key = f"r{r}.job-{j}"
+            await bucket.put(key, events_pb2.ModelVersion(version=j))
+            live.add(key)
+            assert set(await bucket.keys()) == live, (r, j)
+        for key in [k for k in live if k.startswith(f"r{r}.")]:
+            await bucket.kv.delete(key)
+            live.discard(key)
+    assert await bucket.keys() == []
+    for j in range(600):  # more than one fetch of keys
+        await bucket.put(f"k{j}", events_pb2.ModelVersion(version=j))
+    await bucket.kv.purge("k0")
+    assert await bucket.keys() == [f"k{j}" for j in range(1, 600)]
+
+
 async def test_concurrent_cas_updates_lose_nothing(bus: EventBus) -> None:
     bucket = await ProtoBucket.open(bus.js, "counters", events_pb2.RoundMetrics)
 
