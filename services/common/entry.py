@@ -28,7 +28,18 @@ def _run_without_joining_threads(coro: Coroutine[Any, Any, int]) -> int:
     them for up to 300 s; an in-flight model call would delay a stop the launcher is waiting for)."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    return loop.run_until_complete(coro)
+    try:
+        return loop.run_until_complete(coro)
+    except BaseException:
+        # A failed start or crash: tidy up like asyncio.run (cancel tasks, close the loop) so the
+        # error is reported and gRPC's poller is not torn down under a live loop.
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+        raise
 
 
 def service_main(name: str, factory: str) -> None:
