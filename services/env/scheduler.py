@@ -42,6 +42,9 @@ class Scheduler:
 
     def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
                  cfg: SchedulerConfig, seed: int) -> None:
+        self.pool_ready = False
+        """Set once every configured slot exists: no round is released from a partial pool (TextWorld
+        games compile for minutes while model versions already arrive)."""
         self.pool = pool
         self.bus = bus
         self.state = state
@@ -82,7 +85,7 @@ class Scheduler:
 
     async def tick(self) -> int:
         """Release what may be released now; returns the number of jobs published."""
-        if not self.cfg.enabled:
+        if not self.cfg.enabled or not self.pool_ready:
             return 0
         async with self._lock:
             state, _ = await self.state.get("scheduler")

@@ -51,6 +51,7 @@ class EnvService(Service):
         created = await self.pool.seed(self.cfg, self.config.seed)
         self.log.info("task pool ready", extra={"slots_created": created})
         self.pool_ready.set()
+        self.scheduler.pool_ready = True
         await self.scheduler.tick()
 
     async def _expire_sessions(self) -> None:
