@@ -8,9 +8,11 @@ worker that starts later, or restarts, finds the latest version without replayin
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion
@@ -20,7 +22,7 @@ from services.common.kv import ProtoBucket
 from services.common.models.loading import checkpoint_sha256
 from services.common.streams import Subjects
 
-__all__ = ["ROLES", "save_checkpoint", "VersionStore"]
+__all__ = ["ROLES", "save_checkpoint", "VersionStore", "Reloadable"]
 
 ROLES = {"policy": (MODEL_ROLE_POLICY, Subjects.MODELS_POLICY),
          "reward": (MODEL_ROLE_REWARD_MODEL, Subjects.MODELS_REWARD)}
@@ -36,6 +38,15 @@ def save_checkpoint(model: torch.nn.Module, tokenizer: object, root: str | Path,
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
+
+
+class Reloadable(Protocol):
+    """A model that serves one version at a time and can switch (a generator, a judge)."""
+
+    @property
+    def model_version(self) -> int: ...
+
+    def load_version(self, path: str, version: int) -> None: ...
 
 
 class VersionStore:
@@ -54,6 +65,16 @@ class VersionStore:
         """The newest announced version of ``role`` ("policy" or "reward"), or None."""
         value, _ = await self.bucket.get(role)
         return value  # type: ignore[return-value]
+
+    async def load_newer(self, role: str, model: Reloadable) -> tuple[ModelVersion, float] | None:
+        """Load the latest version of ``role`` into ``model`` (in a worker thread) when it is newer
+        than the one ``model`` serves; returns it and its lag (seconds from announcement to loaded),
+        or None when there is nothing newer."""
+        latest = await self.latest(role)
+        if latest is None or latest.version <= model.model_version:
+            return None
+        await asyncio.to_thread(model.load_version, latest.uri, int(latest.version))
+        return latest, max(0.0, time.time() - latest.published_unix_s)
 
     async def announce(self, role: str, version: int, uri: str | Path, trained_on_round: int,
                        metrics: dict[str, float] | None = None) -> ModelVersion:

@@ -41,8 +41,8 @@ class Scheduler:
     """Publishes `RolloutJob` events; call `tick()` whenever something may have unblocked it."""
 
     def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
-                 cfg: SchedulerConfig, seed: int) -> None:
-        self.pool_ready = False
+                 cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event) -> None:
+        self.pool_ready = pool_ready
         """Set once every configured slot exists: no round is released from a partial pool (TextWorld
         games compile for minutes while model versions already arrive)."""
         self.pool = pool
@@ -85,7 +85,7 @@ class Scheduler:
 
     async def tick(self) -> int:
         """Release what may be released now; returns the number of jobs published."""
-        if not self.cfg.enabled or not self.pool_ready:
+        if not self.cfg.enabled or not self.pool_ready.is_set():
             return 0
         async with self._lock:
             state, _ = await self.state.get("scheduler")

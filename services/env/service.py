@@ -41,7 +41,8 @@ class EnvService(Service):
         self.pool = TaskPool(await ProtoBucket.open(bus.js, self.cfg.pool_bucket, TaskSlot), self.families)
         state = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_scheduler", SchedulerState)
         models = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_models", ModelVersion)
-        self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed)
+        self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
+                                   self.pool_ready)
         self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold),
                                      self.cfg.adaptation)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
@@ -51,7 +52,6 @@ class EnvService(Service):
         created = await self.pool.seed(self.cfg, self.config.seed)
         self.log.info("task pool ready", extra={"slots_created": created})
         self.pool_ready.set()
-        self.scheduler.pool_ready = True
         await self.scheduler.tick()
 
     async def _expire_sessions(self) -> None:

@@ -66,14 +66,14 @@ class PolicyService(Service):
             self.log.info("openai endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1"})
 
     async def _load_latest(self) -> bool:
-        latest = await self.versions.latest("policy")
-        if latest is None or latest.version <= self.generator.model_version:
+        loaded = await self.versions.load_newer("policy", self.generator)
+        if loaded is None:
             return False
-        await asyncio.to_thread(self.generator.load_version, latest.uri, int(latest.version))
-        VERSION_LAG.set(max(0.0, time.time() - latest.published_unix_s))
+        latest, lag_s = loaded
+        VERSION_LAG.set(lag_s)
         SERVED_VERSION.set(latest.version)
         self.log.info("serving new version", extra={"version": latest.version, "uri": latest.uri,
-                                                    "lag_s": round(time.time() - latest.published_unix_s, 3)})
+                                                    "lag_s": round(lag_s, 3)})
         return True
 
     async def _watch_versions(self) -> None:

@@ -15,7 +15,6 @@ judges keep voting with the same model.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 
 import grpc
@@ -85,11 +84,10 @@ class RewardService(Service):
 
     async def _load_latest(self) -> bool:
         assert self.judge is not None
-        latest = await self.versions.latest("reward")
-        if latest is None or latest.version <= self.judge.model_version:
+        loaded = await self.versions.load_newer("reward", self.judge)
+        if loaded is None:
             return False
-        await asyncio.to_thread(self.judge.load_version, latest.uri, int(latest.version))
-        lag_s = max(0.0, time.time() - latest.published_unix_s)
+        latest, lag_s = loaded
         VERSION_LAG.set(lag_s)
         SERVED_VERSION.set(latest.version)
         self.log.info("judging with new version", extra={"version": latest.version, "uri": latest.uri,

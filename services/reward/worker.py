@@ -121,12 +121,13 @@ class TrajectoryJudger:
 
     def __init__(self, bus: EventBus, batcher: JudgeBatcher, marks: JudgedMarks, votes: int,
                  temperature: float, judge_eval: bool = False) -> None:
-        self.judge_eval = judge_eval
         self.bus = bus
         self.batcher = batcher
         self.marks = marks
         self.votes = votes
         self.temperature = temperature
+        self.judge_eval = judge_eval
+        """Judge held-out/OOD rollouts too (``reward.judge_eval``); off: empty judgements."""
 
     async def on_trajectory(self, t: Trajectory, delivery: Delivery) -> None:
         """Consumer handler: publish the trajectory's `JudgedTrajectory` once.

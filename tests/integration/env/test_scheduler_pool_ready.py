@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
@@ -23,13 +25,14 @@ async def test_no_round_is_released_from_a_partial_pool(bus, tmp_path) -> None:
                                                   "train_slots": 3, "heldout_slots": 2, "ood_slots": 0}],
         "scheduler": {"tasks_per_round": 3, "group_size": 2, "eval_every": 1, "eval_group_size": 2}})
     families = {f.type: build_family(f, cfg.cache_dir) for f in cfg.families}
+    ready = asyncio.Event()
     pool = TaskPool(await ProtoBucket.open(bus.js, "pool", TaskSlot), families)
     scheduler = Scheduler(pool, bus, await ProtoBucket.open(bus.js, "pool_state", SchedulerState),
-                          await ProtoBucket.open(bus.js, "pool_models", ModelVersion), cfg.scheduler, seed=0)
+                          await ProtoBucket.open(bus.js, "pool_models", ModelVersion), cfg.scheduler, seed=0, pool_ready=ready)
     assert await scheduler.tick() == 0  # models may announce versions while games still compile
     assert await pool.seed(cfg, 0) == 5
     assert await scheduler.tick() == 0  # seeded, but the service has not declared the pool ready
-    scheduler.pool_ready = True
+    ready.set()
     assert await scheduler.tick() == 5  # 3 train + 2 held-out jobs, all in round 0
     jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 5, RolloutJob)
     assert sorted(j.task.slot_id for j in jobs) == [f"gym_text/heldout-{i:04d}" for i in range(2)] + [
