@@ -11,8 +11,9 @@ TORCH_VERSION := 2.13.0
 PROTO_SRC := $(wildcard proto/rlanything/v1/*.proto)
 CONFIG ?= configs/default.yaml
 PYTEST_ARGS ?=
+TABLE1_ARGS ?=
 
-.PHONY: setup test run proto check-proto bench clean
+.PHONY: setup test run proto check-proto bench bench-table1 clean
 
 setup: $(STAMP)
 
@@ -42,6 +43,11 @@ run: setup check-proto
 bench: setup
 	$(PY) scripts/bench_env_step.py bench/env_step_latency.md
 	$(PY) scripts/bench_textworld_gen.py bench/textworld_generation.md
+	$(PY) scripts/bench_phases.py bench/round_phases.md
+
+# The paper's Table 1 at CPU scale: 4 ablation rows x 3 seeds of CONFIG (about an hour; see README).
+bench-table1: setup check-proto
+	$(VENV)/bin/rlanything bench table1 $(CONFIG) $(TABLE1_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -157,5 +157,37 @@ def check_config(config: ConfigArg = None, overrides: SetOpt = None) -> None:
     typer.echo(dump_config(_load(config, overrides)), nl=False)
 
 
+bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks that run the whole loop.")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("table1")
+def bench_table1(
+    config: Annotated[Path, typer.Argument(help="Base run config YAML.")] = Path("configs/default.yaml"),
+    overrides: SetOpt = None,
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1,2",
+    out_dir: Annotated[Path, typer.Option(help="Where the runs go.")] = Path("runs/table1"),
+    table: Annotated[Path, typer.Option(help="The table (a PNG of the curves is written beside it).")] = Path(
+        "bench/table1.md"),
+) -> None:
+    """The paper's Table 1 at CPU scale: outcome-only, + step reward, + RM training, + environment
+    adaptation, each for every seed at the same budget. Completed runs in OUT_DIR are reused.
+
+    Exits 0 when every run completed, 1 when some failed (the table counts the rest), 2 on a bad config.
+    """
+    from services.run.table1_bench import run_table1
+
+    _load(config, overrides)  # fail fast on a bad base config
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        console.print(f"[red]error:[/red] --seeds must be comma-separated integers, got {seeds!r}")
+        raise typer.Exit(2) from None
+    failed = run_table1(config, seed_list, overrides or [], out_dir, table,
+                        lambda msg: console.print(msg, highlight=False))
+    console.print(f"wrote {table} and {table.with_suffix('.png')}")
+    raise typer.Exit(1 if failed else 0)
+
+
 if __name__ == "__main__":
     app()

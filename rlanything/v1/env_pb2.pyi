@@ -140,7 +140,7 @@ class TaskVersion(_message.Message):
     def __init__(self, version: _Optional[int] = ..., knobs: _Optional[_Mapping[str, float]] = ..., seed: _Optional[int] = ..., oracle_plan_length: _Optional[int] = ..., parent_version: _Optional[int] = ..., created_round: _Optional[int] = ..., parent_acc: _Optional[float] = ..., direction: _Optional[_Union[_events_pb2.Direction, str]] = ..., created_from_job: _Optional[str] = ...) -> None: ...
 
 class TaskSlot(_message.Message):
-    __slots__ = ("slot_id", "family", "split", "active", "history", "pending", "next_version", "last_acc", "last_round", "rejected")
+    __slots__ = ("slot_id", "family", "split", "active", "history", "pending", "next_version", "last_acc", "last_round", "rejected", "has_acc")
     SLOT_ID_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
@@ -151,6 +151,7 @@ class TaskSlot(_message.Message):
     LAST_ACC_FIELD_NUMBER: _ClassVar[int]
     LAST_ROUND_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    HAS_ACC_FIELD_NUMBER: _ClassVar[int]
     slot_id: str
     family: str
     split: str
@@ -161,7 +162,8 @@ class TaskSlot(_message.Message):
     last_acc: float
     last_round: int
     rejected: int
-    def __init__(self, slot_id: _Optional[str] = ..., family: _Optional[str] = ..., split: _Optional[str] = ..., active: _Optional[_Union[TaskVersion, _Mapping]] = ..., history: _Optional[_Iterable[_Union[TaskVersion, _Mapping]]] = ..., pending: _Optional[_Union[TaskVersion, _Mapping]] = ..., next_version: _Optional[int] = ..., last_acc: _Optional[float] = ..., last_round: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
+    has_acc: bool
+    def __init__(self, slot_id: _Optional[str] = ..., family: _Optional[str] = ..., split: _Optional[str] = ..., active: _Optional[_Union[TaskVersion, _Mapping]] = ..., history: _Optional[_Iterable[_Union[TaskVersion, _Mapping]]] = ..., pending: _Optional[_Union[TaskVersion, _Mapping]] = ..., next_version: _Optional[int] = ..., last_acc: _Optional[float] = ..., last_round: _Optional[int] = ..., rejected: _Optional[int] = ..., has_acc: _Optional[bool] = ...) -> None: ...
 
 class SchedulerState(_message.Message):
     __slots__ = ("next_round", "open_jobs", "jobs_published")

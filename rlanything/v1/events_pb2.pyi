@@ -179,14 +179,16 @@ class StepJudgement(_message.Message):
     def __init__(self, step_index: _Optional[int] = ..., judge_prompt: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., mean_vote: _Optional[float] = ...) -> None: ...
 
 class JudgedTrajectory(_message.Message):
-    __slots__ = ("trajectory", "judgements", "reward_model_version")
+    __slots__ = ("trajectory", "judgements", "reward_model_version", "judge_s")
     TRAJECTORY_FIELD_NUMBER: _ClassVar[int]
     JUDGEMENTS_FIELD_NUMBER: _ClassVar[int]
     REWARD_MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_S_FIELD_NUMBER: _ClassVar[int]
     trajectory: Trajectory
     judgements: _containers.RepeatedCompositeFieldContainer[StepJudgement]
     reward_model_version: int
-    def __init__(self, trajectory: _Optional[_Union[Trajectory, _Mapping]] = ..., judgements: _Optional[_Iterable[_Union[StepJudgement, _Mapping]]] = ..., reward_model_version: _Optional[int] = ...) -> None: ...
+    judge_s: float
+    def __init__(self, trajectory: _Optional[_Union[Trajectory, _Mapping]] = ..., judgements: _Optional[_Iterable[_Union[StepJudgement, _Mapping]]] = ..., reward_model_version: _Optional[int] = ..., judge_s: _Optional[float] = ...) -> None: ...
 
 class TrainingSample(_message.Message):
     __slots__ = ("sample_id", "prompt_token_ids", "response_token_ids", "behaviour_logprobs", "advantage", "model_version")

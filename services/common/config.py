@@ -108,6 +108,9 @@ class FamilyConfig(StrictModel):
     ood_slots: int = Field(0, ge=0, description="Out-of-distribution evaluation slots (with ood_knobs).")
     dataset: str = Field("basic_arithmetic", description="reasoning_gym only: the dataset name.")
     max_steps: int = Field(0, ge=0, description="Steps per episode (0 = the family's default).")
+    observation: Literal["map", "window"] = Field(
+        "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
+                           "agent plus the goal's offset (a tiny model learns from it; see the README).")
 
 
 class SchedulerConfig(StrictModel):
@@ -122,6 +125,11 @@ class SchedulerConfig(StrictModel):
     temperature: float = Field(0.8, ge=0, description="Policy sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Policy nucleus mass.")
     max_new_tokens: int = Field(64, ge=1, description="Tokens per policy response.")
+    out_of_band_weight: float = Field(
+        1.0, gt=0, le=1, description="Sampling weight of a train task whose last acc is outside [band_low, band_high] "
+                                     "(in-band and unmeasured tasks weigh 1; 1 = uniform, the paper).")
+    band_low: float = Field(0.2, ge=0, le=1, description="Lower edge of the band for out_of_band_weight.")
+    band_high: float = Field(0.8, ge=0, le=1, description="Upper edge of the band for out_of_band_weight.")
     max_jobs_in_flight: int = Field(32, ge=1, description="async: jobs published and not yet reported.")
     max_staleness: int = Field(1, ge=0, description="async: policy versions a rollout may lag (0 = synchronous).")
     eval_every: int = Field(4, ge=0, description="Every this many rounds (and the last), also roll out every "
@@ -138,6 +146,9 @@ class AdaptationConfig(StrictModel):
     band_low: float = Field(0.2, ge=0, le=1, description="Acceptance band, lower edge (harder variants).")
     band_high: float = Field(0.8, ge=0, le=1, description="Acceptance band, upper edge (easier variants).")
     proposer: Literal["parametric"] = Field("parametric", description="How candidates are made.")
+    variant_tries: int = Field(
+        4, ge=1, le=64, description="Seeds tried per proposal until the candidate's oracle plan moves the asked way "
+                                    "(harder: longer than the parent's). Each try builds the task (TextWorld: seconds).")
     bad_step_threshold: float = Field(
         0.3, ge=0, le=1, description="Share of bad steps at which the proposer switches knob order.")
 
@@ -187,11 +198,30 @@ class PPOConfig(StrictModel):
 
     eps: float = Field(0.2, gt=0, lt=1, description="Clip range ε.")
     beta: float = Field(0.01, ge=0, description="KL coefficient β (k3 estimator).")
+    ref_beta: float = Field(
+        0.0, ge=0, description="Weight of a k3 KL to the starting weights (version 0), as GRPO's KL to its initial "
+                               "model (0 = the paper: KL to π_old only). Anchors the answer format.")
+    dual_clip: float = Field(
+        3.0, ge=0, description="Dual-clip c for A < 0 (surrogate >= c·A; 0 = off, the paper's loss): bounds the "
+                               "gradient of a token whose probability rose far within a round.")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (tiny CPU models need ~1e-4..1e-3).")
     optimizer_steps: int = Field(4, ge=1, description="Optimizer steps per round: the data is split in this many minibatches.")
+    epochs: int = Field(1, ge=1, le=64, description="Passes over the round's data (optimizer_steps minibatches each).")
+    warmup_steps: int = Field(
+        0, ge=0, description="Linear lr warm-up over the trainer's first optimizer steps (0 = none): Adam's first "
+                             "steps move every weight by the full lr.")
+    max_kl: float = Field(
+        0.0, ge=0, description="Trust region: stop the update before a minibatch whose KL(π_old‖π_θ) exceeds this, "
+                               "and undo a step that takes its minibatch above it (0 = off, the paper).")
     grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")
     max_length: int = Field(1024, ge=2, description="Samples longer than this (tokens) are dropped with their advantage.")
     min_samples_async: int = Field(64, ge=1, description="async mode: train once this many samples are stored.")
+
+    @model_validator(mode="after")
+    def _dual_clip_above_one(self) -> "PPOConfig":
+        if 0 < self.dual_clip <= 1:
+            raise ValueError(f"dual_clip must be 0 (off) or > 1, got {self.dual_clip}")
+        return self
 
 
 class RolloutConfig(StrictModel):
@@ -240,6 +270,9 @@ class CriticServiceConfig(ServiceConfig):
         True, description="Train the policy only on tasks with a win and a loss (acc in [1/G, 1-1/G]).")
     rm_band_low: float = Field(0.2, ge=0, le=1, description="Lowest task acc whose steps train the RM.")
     rm_band_high: float = Field(0.8, ge=0, le=1, description="Highest task acc whose steps train the RM.")
+    invalid_answer_penalty: float = Field(
+        1.0, ge=0, description="Subtracted from the step reward of a policy answer that is no valid action (a "
+                               "format reward; 0 = the paper's r = O + λ·S̄). Keeps the \\boxed{i} format.")
     invalid_vote_penalty: float = Field(
         -2.0, le=0, description="Consistency reward of an unparseable RM vote (format penalty), before z-scoring.")
     groups_bucket: str = Field(
@@ -323,6 +356,10 @@ class LauncherConfig(StrictModel):
                                               "when their model.source is ''.")
     coldstart_dir: str = Field(".cache/coldstart", description="Cache of cold-started models, by config hash.")
     round_timeout_s: float = Field(1800.0, gt=0, description="`rlanything run` fails when a round takes longer.")
+    max_invalid_answer_rate: float = Field(
+        0.5, gt=0, le=1, description="`rlanything run` stops (exit 3) when this share of the policy's answers is no "
+                                     "valid \\boxed{i} for invalid_answer_patience rounds in a row (1 = never).")
+    invalid_answer_patience: int = Field(2, ge=1, description="Consecutive rounds above max_invalid_answer_rate.")
 
 
 class RunConfig(StrictModel):

@@ -10,7 +10,9 @@ whenever ``min_samples_async`` samples are stored, with behaviour log-probs as Ï
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
+import time
 from pathlib import Path
 
 import torch
@@ -51,6 +53,8 @@ class Trainer:
         self.frozen = frozen
         """Announce a version per round without changing the weights (the "fixed judge" ablation)."""
         self.optimizer = torch.optim.AdamW(generator.model.parameters(), lr=ppo.lr)
+        self.reference = copy.deepcopy(generator.model).eval() if ppo.ref_beta else None
+        """Frozen starting weights for the KL anchor (``ppo.ref_beta``)."""
         self._lock = asyncio.Lock()
         self.last_metrics: dict[str, float] = {}
 
@@ -93,16 +97,20 @@ class Trainer:
         latest = await self.versions.latest(self.role)
         version = (latest.version + 1) if latest else 1
         pad = self.generator.tokenizer.pad_token_id
+        started = time.perf_counter()
         if self.frozen:
             samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
         else:
             metrics = await asyncio.to_thread(ppo_update, self.generator.model, self.optimizer, samples, self.ppo,
-                                              pad, recompute_old)
+                                              pad, recompute_old, self.reference)
+        trained = time.perf_counter()
         if samples or latest is None:
             path = await asyncio.to_thread(save_checkpoint, self.generator.model, self.generator.tokenizer,
                                            self.checkpoint_dir, self.role, version)
         else:
             path = Path(latest.uri)  # nothing to learn this round: same weights, new version number
+        metrics["time/train_s"] = trained - started
+        metrics["time/save_s"] = time.perf_counter() - trained
         self.last_metrics = {**metrics, "version": float(version), "round": float(round_)}
         await self.versions.announce(self.role, version, path, trained_on_round=round_, metrics=self.last_metrics)
         for key in keys:

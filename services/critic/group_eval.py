@@ -62,7 +62,8 @@ def trains_models(report: TaskReport) -> bool:
 
 def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig) -> tuple[list[TrainingSample], int]:
     rewards_GK = [step_rewards(r.trajectory.outcome, [mean_vote([v.value for v in j.votes]) for j in r.judgements],
-                               cfg.lam) for r in recs]
+                               cfg.lam, [not step.valid for step in r.trajectory.steps],
+                               cfg.invalid_answer_penalty) for r in recs]
     advantages_GK = step_advantages(rewards_GK, cfg.lone_rollout_advantage)
     samples, zero = [], 0
     for rec, adv_K in zip(recs, advantages_GK):
@@ -152,6 +153,10 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     if latest_policy_version is not None:
         stats["max/staleness"] = float(max(max(0, latest_policy_version - r.trajectory.policy_version) for r in recs))
     stats["max/jobs_in_round"] = float(first.jobs_in_round)
+    # the G rollouts of a job share one lock-step loop: its generate/env seconds are the same on each
+    stats["sum/time/generate_s"] = max(r.trajectory.generate_s for r in recs)
+    stats["sum/time/env_s"] = max(r.trajectory.env_s for r in recs)
+    stats["sum/time/judge_s"] = sum(r.judge_s for r in recs)
     stats.update({"sum/groups_complete": float(not partial), "sum/groups_partial": float(partial),
                   "sum/groups_candidate": float(first.is_candidate), "sum/trajectories": float(len(recs)),
                   "sum/policy_samples": float(len(policy_samples)), "sum/reward_samples": float(len(reward_samples))})

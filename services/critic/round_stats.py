@@ -15,6 +15,8 @@ turns the sums of one round into the slash-namespaced metrics of ALGORITHM.md (a
 | env/in_band_share | non-candidate train groups with acc in the RM band / those groups |
 | policy/zero_advantage_share | steps with A = 0 / steps of the groups that train the policy |
 | policy/response_tokens_mean | response tokens / steps, over every trajectory |
+| policy/invalid_answer_rate | steps whose answer was no valid ``\\boxed{i}`` / steps, over every trajectory |
+| time/generate_s, time/env_s, time/judge_s | seconds of policy generation, env calls and judge generation, summed over the round's jobs |
 | policy/staleness | max over trajectories of (latest announced policy version − its version) |
 | critic/* | groups_complete, groups_partial, groups_candidate, trajectories, policy_samples, reward_samples |
 
@@ -40,7 +42,9 @@ _RATIOS = (
     ("env/in_band_share", "sum/train_in_band", "sum/train_groups"),
     ("policy/zero_advantage_share", "sum/policy_steps_zero", "sum/policy_steps"),
     ("policy/response_tokens_mean", "sum/response_tokens", "sum/steps"),
+    ("policy/invalid_answer_rate", "sum/steps_invalid", "sum/steps"),
 )
+_TIMES = ("generate_s", "env_s", "judge_s")
 _COUNTS = ("groups_complete", "groups_partial", "groups_candidate", "trajectories", "policy_samples",
            "reward_samples")
 
@@ -53,7 +57,7 @@ def judge_stats(records: Sequence[JudgedTrajectory]) -> dict[str, float]:
     """Sums about the RM's votes and the policy's responses over the trajectories of one group."""
     s = dict.fromkeys(("sum/steps_labelled", "sum/steps_correct", "sum/trajectories_judged",
                        "sum/outcome_correct", "sum/votes", "sum/votes_invalid", "sum/steps_judged",
-                       "sum/steps_split", "sum/steps", "sum/response_tokens"), 0.0)
+                       "sum/steps_split", "sum/steps", "sum/response_tokens", "sum/steps_invalid"), 0.0)
     for rec in records:
         t = rec.trajectory
         means_K = []
@@ -73,6 +77,7 @@ def judge_stats(records: Sequence[JudgedTrajectory]) -> dict[str, float]:
         for step in t.steps:
             s["sum/steps"] += 1
             s["sum/response_tokens"] += len(step.response_token_ids)
+            s["sum/steps_invalid"] += not step.valid
         if means_K:
             s["sum/trajectories_judged"] += 1
             s["sum/outcome_correct"] += _sign(sum(means_K) / len(means_K)) == t.outcome
@@ -106,6 +111,9 @@ def round_metrics(group_stats: Iterable[Mapping[str, float]]) -> dict[str, float
         out["policy/staleness"] = total["max/staleness"]
     if "max/jobs_in_round" in total:
         out["critic/jobs_in_round"] = total["max/jobs_in_round"]
+    for name in _TIMES:
+        if f"sum/time/{name}" in total:
+            out[f"time/{name}"] = total[f"sum/time/{name}"]
     for name in _COUNTS:
         out[f"critic/{name}"] = total.get(f"sum/{name}", 0.0)
     return dict(sorted(out.items()))

@@ -22,7 +22,7 @@ from services.common.errors import InvalidEventError
 from services.common.streams import Subjects
 from services.env.acceptance import VariantGate
 from services.env.pool import TaskPool, spec_of
-from services.env.proposer import Proposer
+from services.env.proposer import Proposer, moves_difficulty
 from services.env.slots import ref_of
 
 __all__ = ["Adaptation", "POOL_DECISIONS"]
@@ -69,6 +69,8 @@ class Adaptation:
         pending = slot.pending
         verdict = self.gate.admit(pending.direction, pending.parent_acc, report.acc)
         await self.pool.resolve(slot.slot_id, pending.version, verdict.accepted)
+        if verdict.accepted:  # the new active version's acc is its own candidate rollouts' acc
+            await self.pool.record_acc(slot.slot_id, report.acc, report.round)
         kind = _KIND.KIND_ACCEPTED if verdict.accepted else _KIND.KIND_REJECTED
         await self._publish(report, kind, pending.direction, slot, pending, verdict.reason,
                             acc_prev=pending.parent_acc, acc_new=report.acc)
@@ -78,18 +80,30 @@ class Adaptation:
                             f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
         family = self.pool.family(slot.family)
         parent = spec_of(slot.family, slot.active)
-        proposal = self.proposer.propose(family, parent, direction, report, slot.active.oracle_plan_length,
-                                         attempt=slot.next_version)
+        parent_plan = slot.active.oracle_plan_length
+        tries = max(1, self.cfg.variant_tries)
+        plan, proposal, why = None, None, ""
+        for attempt in range(tries):  # new seeds until the plan moves the asked way (difficulty really moves)
+            proposal = self.proposer.propose(family, parent, direction, report, parent_plan,
+                                             attempt=slot.next_version * tries + attempt)
+            if proposal is None:
+                break
+            try:
+                plan = await asyncio.to_thread(self.pool.check_candidate, proposal.spec)
+            except Exception as exc:  # noqa: BLE001 - an undeployable candidate is a recorded decision
+                plan, why = None, f"does not load: {type(exc).__name__}: {exc}"
+                continue
+            if plan is None:
+                why = "no winning plan (the oracle cannot solve it)"
+                continue
+            if moves_difficulty(direction, parent_plan, plan):
+                break
+            why = f"oracle plan {plan} steps does not move from the parent's {parent_plan} in {tries} tries"
+            plan = None
         if proposal is None:
             await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
                                 "every knob is at its bound", acc_prev=report.acc)
             return
-        try:
-            plan = await asyncio.to_thread(self.pool.check_candidate, proposal.spec)
-        except Exception as exc:  # noqa: BLE001 - an undeployable candidate is a recorded decision
-            plan, why = None, f"does not load: {type(exc).__name__}: {exc}"
-        else:
-            why = "no winning plan (the oracle cannot solve it)"
         if plan is None:
             await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
                                 f"{proposal.note}: {why}", acc_prev=report.acc)

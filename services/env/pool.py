@@ -144,7 +144,7 @@ class TaskPool:
         def update(s: TaskSlot | None) -> TaskSlot:
             new = TaskSlot()
             new.CopyFrom(self._must(s, slot_id))
-            new.last_acc, new.last_round = acc, round_
+            new.last_acc, new.last_round, new.has_acc = acc, round_, True
             return new
 
         return await self.bucket.update(slot_key(slot_id), update)

@@ -14,7 +14,20 @@ from rlanything.v1.events_pb2 import DIRECTION_HARDER, TaskReport
 
 from services.env.families.base import TaskFamily, TaskSpec
 
-__all__ = ["Proposal", "Proposer", "ParametricProposer", "bad_step_share"]
+__all__ = ["Proposal", "Proposer", "ParametricProposer", "bad_step_share", "moves_difficulty"]
+
+
+def moves_difficulty(direction: int, parent_plan: int, plan: int) -> bool:
+    """Does a candidate's oracle plan length (steps) move the way ``direction`` asks?
+
+    Harder: strictly longer than the parent's plan (a longer walk past more holes); easier: no
+    longer. A knob move alone does not guarantee it: the variant is a new random map (new seed),
+    and a measured 4×4 "harder" variant (hole_prob 0.2 → 0.25) was as often easier as harder.
+    A parent without a known plan (0) accepts any candidate.
+    """
+    if parent_plan <= 0:
+        return True
+    return plan > parent_plan if direction == DIRECTION_HARDER else plan <= parent_plan
 
 
 @dataclass(frozen=True)

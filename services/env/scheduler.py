@@ -16,7 +16,10 @@ import asyncio
 import logging
 import random
 
-from rlanything.v1.env_pb2 import SchedulerState
+from collections.abc import Sequence
+from typing import TypeVar
+
+from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
 from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion, RolloutJob,
                                       SamplingParams, TaskReport)
 
@@ -27,14 +30,43 @@ from services.common.streams import Subjects
 from services.env.pool import TaskPool
 from services.env.slots import ref_of
 
-__all__ = ["Scheduler", "round_ready"]
+__all__ = ["Scheduler", "round_ready", "band_weights", "weighted_sample"]
 
 log = logging.getLogger("rlanything.env.scheduler")
+T = TypeVar("T")
 
 
 def round_ready(next_round: int, policy_round: int, reward_round: int) -> bool:
     """Sync mode: may round ``next_round`` start? (-1 = that model has not trained yet)."""
     return next_round == 0 or (policy_round >= next_round - 1 and reward_round >= next_round - 1)
+
+
+def band_weights(slots: Sequence[TaskSlot], low: float, high: float, out_of_band: float) -> list[float]:
+    """Sampling weight of each train slot: 1 when its last acc lies in [low, high] or is not
+    known yet, ``out_of_band`` otherwise (1 = uniform sampling, the paper's scheduler).
+
+    A curriculum in the spirit of DAPO's dynamic sampling and prime-rl's difficulty filter: a task
+    whose G rollouts all win or all lose gives no advantage and no RM sample; under a sharpening
+    policy most FrozenLake tasks are all-or-nothing. Out-of-band tasks are still drawn now and
+    then, so their reports keep asking the environment loop for harder/easier variants.
+    """
+    return [1.0 if (not s.has_acc or low <= s.last_acc <= high) else out_of_band for s in slots]
+
+
+def weighted_sample(rng: random.Random, items: Sequence[T], weights: Sequence[float], n: int) -> list[T]:
+    """``min(n, len(items))`` distinct items drawn with probability ∝ weight, without replacement
+    (Efraimidis & Spirakis 2006: the n largest keys u^(1/w)); weights must be > 0.
+
+    Raises:
+        ValueError: lengths differ or a weight is not positive.
+    """
+    if len(items) != len(weights):
+        raise ValueError(f"{len(items)} items but {len(weights)} weights")
+    if any(w <= 0 for w in weights):
+        raise ValueError(f"weights must be > 0, got {min(weights)}")
+    keys = [rng.random() ** (1.0 / w) for w in weights]
+    order = sorted(range(len(items)), key=lambda i: keys[i], reverse=True)
+    return [items[i] for i in order[: min(n, len(items))]]
 
 
 class Scheduler:
@@ -107,7 +139,8 @@ class Scheduler:
         every = await self.pool.slots()
         slots = [s for s in every if s.split == "train"]
         rng = random.Random(f"{self.seed}/{round_}")
-        chosen = rng.sample(slots, min(self.cfg.tasks_per_round, len(slots)))
+        weights = band_weights(slots, self.cfg.band_low, self.cfg.band_high, self.cfg.out_of_band_weight)
+        chosen = weighted_sample(rng, slots, weights, self.cfg.tasks_per_round)
         jobs = []
         for slot in chosen:
             jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng))

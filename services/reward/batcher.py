@@ -10,6 +10,7 @@ worker thread, so the event loop keeps serving. A failure fails exactly the requ
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ class Judged:
     judgements: list[StepJudgement]
     """One per requested step, in order (``step_index`` = position in the request)."""
     model_version: int
+    seconds: float = 0.0
+    """This request's share of the merged call's wall time (by step count), seconds."""
 
 
 @dataclass
@@ -72,6 +75,7 @@ class JudgeBatcher:
             self._pending = [r for r in self._pending if (r.votes, r.temperature) != key]
             steps = [s for r in batch for s in r.steps]
             version = self.judge.model_version
+            started = time.perf_counter()
             try:
                 with BATCH_SECONDS.time():
                     judgements = await asyncio.to_thread(self.judge.judge, steps, key[0], key[1])
@@ -81,6 +85,7 @@ class JudgeBatcher:
                         r.future.set_exception(exc)
                 continue
             BATCH_STEPS.observe(len(steps))
+            seconds = time.perf_counter() - started
             start = 0
             for r in batch:
                 mine = judgements[start: start + len(r.steps)]
@@ -88,4 +93,4 @@ class JudgeBatcher:
                     j.step_index = i
                 start += len(r.steps)
                 if not r.future.done():
-                    r.future.set_result(Judged(mine, version))
+                    r.future.set_result(Judged(mine, version, seconds * len(r.steps) / max(1, len(steps))))

@@ -153,7 +153,7 @@ class TrajectoryJudger:
             for v in judgement.votes:
                 VOTES.labels(_VOTE_NAME[v.value]).inc()
         event = JudgedTrajectory(trajectory=t, judgements=judged.judgements,
-                                 reward_model_version=judged.model_version)
+                                 reward_model_version=judged.model_version, judge_s=judged.seconds)
         ack = await self.bus.publish(Subjects.TRAJ_JUDGED, event, msg_id=judged_msg_id(t.trajectory_id))
         await self.marks.mark(t.trajectory_id, judged.model_version)
         TRAJECTORIES.labels("duplicate" if ack.duplicate else "judged").inc()

@@ -22,6 +22,14 @@ def config_hash(*parts: object) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+_POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs"}
+"""Family fields that size the task pool but never change what the cold start learns from."""
+
+
+def _family_key(fam_cfg: object) -> dict:
+    return fam_cfg.model_dump(mode="json", exclude=_POOL_ONLY)  # type: ignore[attr-defined]
+
+
 def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
     """The cold-started policy's directory (trained now unless cached)."""
     from services.env.families.registry import build_family
@@ -29,7 +37,7 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
 
     pcfg = config.policy
     fam_cfg = config.env.families[0]
-    key = config_hash(fam_cfg, pcfg.sft, pcfg.model.tiny, pcfg.rollout.history_steps)  # seed-free: shared by seeds
+    key = config_hash(_family_key(fam_cfg), pcfg.sft, pcfg.model.tiny, pcfg.rollout.history_steps)  # seed-free: shared by seeds
     out = Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
     if (out / "config.json").exists():
         log(f"cold-started policy: cached {out}")
@@ -52,7 +60,7 @@ def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
     rcfg = config.reward
     fam_cfg = config.env.families[0]
     settings = JudgeSettings.of(rcfg)
-    key = config_hash(fam_cfg, rcfg.sft, rcfg.model.tiny, rcfg.votes, rcfg.temperature, rcfg.prompt_chars,
+    key = config_hash(_family_key(fam_cfg), rcfg.sft, rcfg.model.tiny, rcfg.votes, rcfg.temperature, rcfg.prompt_chars,
                       rcfg.field_chars, rcfg.max_new_tokens, config.policy.rollout.history_steps)
     out = Path(config.launcher.coldstart_dir) / f"judge-{fam_cfg.type}-{key}"
     if (out / "config.json").exists():

@@ -19,12 +19,15 @@ from services.common.config import RunConfig, dump_config, load_config
 from services.common.errors import ServiceFailedError
 from services.common.streams import Subjects
 from services.launcher import Launcher
+from services.run.guards import format_collapse
 from services.run.monitor import subscribe_progress
 from services.run.progress import RunProgress
 from services.run.report import append_round, read_rounds, summary_table, write_plots, write_report
 
 __all__ = ["run_loop", "load_for_resume"]
 
+FORMAT_COLLAPSED = 3
+"""Exit code of a run stopped by the format-collapse guard (`services.run.guards`)."""
 USER_CONFIG = "run-config.yaml"
 """The run's config as given (plus cold-started model paths): what `--resume` restarts from."""
 
@@ -115,6 +118,12 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
                 done.append(record)
                 round_started = now
                 next_round += 1
+                reason = format_collapse(done, config.launcher.max_invalid_answer_rate,
+                                         config.launcher.invalid_answer_patience)
+                if reason:
+                    console.print(f"[red bold]stopped:[/red bold] {reason}")
+                    code = FORMAT_COLLAPSED
+                    break
             elif time.monotonic() - round_started > config.launcher.round_timeout_s:
                 raise ServiceFailedError(f"round {next_round} did not complete in {config.launcher.round_timeout_s:g} s "
                                          f"(phase {rp.phase}); see {run_dir / 'logs'}")
@@ -128,7 +137,8 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
 
 
 def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = False) -> int:
-    """Run (or resume) the closed loop; returns the exit code (0 done, 130 interrupted).
+    """Run (or resume) the closed loop; returns the exit code (0 done, 3 answer format collapsed,
+    130 interrupted).
 
     Raises:
         ServiceFailedError: a service died, or a round exceeded ``launcher.round_timeout_s``.

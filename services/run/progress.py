@@ -3,6 +3,10 @@
 A round is complete when the critic closed all of its groups (``critic/jobs_in_round``) and
 both models announced a version trained on it. Its record merges the critic's round metrics,
 both trainers' metrics (``policy/ppo/...``, ``reward/ppo/...``) and the environment's decisions.
+
+Where the time goes: the progress also stamps (monotonic seconds) when the round's first job,
+last trajectory, last judgement, last closed group and each model's version arrived; `phase_times`
+turns the stamps and the measured work seconds into the ``time/...`` keys of the round's record.
 """
 
 from __future__ import annotations
@@ -14,7 +18,60 @@ from dataclasses import dataclass, field
 from rlanything.v1.events_pb2 import (DIRECTION_EASIER, DIRECTION_HARDER, MODEL_ROLE_POLICY, ModelVersion,
                                       RolloutJob, RoundMetrics, TaskPoolEvent)
 
-__all__ = ["RoundProgress", "RunProgress", "round_of_id"]
+__all__ = ["RoundProgress", "RunProgress", "round_of_id", "phase_times", "PHASES"]
+
+PHASES: tuple[tuple[str, str], ...] = (
+    ("time/generate_s", "policy generation"),
+    ("time/env_s", "env steps"),
+    ("time/judge_s", "judging"),
+    ("policy/time/train_s", "policy training"),
+    ("reward/time/train_s", "RM training"),
+    ("time/save_s", "checkpoint save"),
+    ("time/other_s", "framework + waiting"),
+)
+"""The stacked parts of a round's wall time (keys of its record), in plotting order."""
+
+
+def phase_times(record: dict[str, float], stamps: dict[str, float], wall_s: float,
+                started_s: float) -> dict[str, float]:
+    """Where one round's wall time went (pure).
+
+    ``record`` holds the work seconds measured by the services: ``time/generate_s``,
+    ``time/env_s`` and ``time/judge_s`` (critic sums over the round's jobs) and each trainer's
+    ``<role>/time/train_s`` and ``<role>/time/save_s``. ``stamps`` are monotonic seconds of the
+    round's events (`RoundProgress.stamps`), ``started_s`` when the driver began waiting for the
+    round, ``wall_s`` its length in seconds.
+
+    Returns (seconds): ``time/save_s`` (both models), ``time/critical_path_s`` = max(generation +
+    env steps, judging) + max(policy training + save, RM training + save) — rollouts and judging
+    run in different processes at the same time, then the two trainers do —, ``time/other_s`` =
+    wall − critical path (never below 0): the framework's overhead (event transport, bookkeeping,
+    hot-loading, idle waits), ``time/overhead_share`` = other / wall, and the wall-clock
+    spans ``time/span/wait_s`` (round start → first job: the scheduler waiting for versions),
+    ``rollout_s`` (→ last trajectory), ``judge_tail_s`` (→ last judgement), ``critic_tail_s``
+    (→ last group closed) and ``train_tail_s`` (→ both versions announced), for the stamps present.
+    """
+    out: dict[str, float] = {}
+    g = lambda key: record.get(key, 0.0)  # noqa: E731
+    save = g("policy/time/save_s") + g("reward/time/save_s")
+    out["time/save_s"] = save
+    # critical path of a round: rollouts overlap judging (other processes), then the two trainers run side by side
+    rollout_and_judge = max(g("time/generate_s") + g("time/env_s"), g("time/judge_s"))
+    training = max(g("policy/time/train_s") + g("policy/time/save_s"), g("reward/time/train_s") + g("reward/time/save_s"))
+    out["time/critical_path_s"] = rollout_and_judge + training
+    out["time/other_s"] = max(0.0, wall_s - out["time/critical_path_s"])
+    out["time/overhead_share"] = out["time/other_s"] / wall_s if wall_s > 0 else 0.0
+    chain = [("wait_s", "first_job"), ("rollout_s", "last_trajectory"), ("judge_tail_s", "last_judged"),
+             ("critic_tail_s", "groups_closed")]
+    previous = started_s
+    for name, stamp in chain:
+        if stamp in stamps:
+            out[f"time/span/{name}"] = max(0.0, stamps[stamp] - previous)
+            previous = stamps[stamp]
+    trained = [stamps[k] for k in ("trained_policy", "trained_reward") if k in stamps]
+    if len(trained) == 2:
+        out["time/span/train_tail_s"] = max(0.0, max(trained) - previous)
+    return out
 
 _KIND = TaskPoolEvent.Kind
 
@@ -42,6 +99,13 @@ class RoundProgress:
     """role → the trainer's metrics for this round."""
     env: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     finished_s: float | None = None
+    stamps: dict[str, float] = field(default_factory=dict)
+    """first_job, last_trajectory, last_judged, groups_closed, trained_policy, trained_reward (monotonic s)."""
+
+    def stamp(self, name: str, first: bool = False) -> None:
+        """Record now under ``name`` (keep the earliest when ``first``, else the latest)."""
+        if not (first and name in self.stamps):
+            self.stamps[name] = time.monotonic()
 
     @property
     def phase(self) -> str:
@@ -76,6 +140,7 @@ class RoundProgress:
         out["counts/judged"] = float(len(self.judged))
         out["counts/policy_batches"] = float(len(self.policy_batches))
         out["counts/reward_batches"] = float(len(self.reward_batches))
+        out.update(phase_times(out, self.stamps, wall_s, time.monotonic() - wall_s))
         return dict(sorted(out.items()))
 
 
@@ -96,6 +161,7 @@ class RunProgress:
 
     def on_job(self, job: RolloutJob) -> None:
         rp = self.round(int(job.round))
+        rp.stamp("first_job", first=True)
         rp.jobs += 1
         rp.expected_trajectories += job.group_size
 
@@ -104,19 +170,25 @@ class RunProgress:
         r = round_of_id(msg_id)
         if r is None:
             return
-        getattr(self.round(r), kind).add(msg_id)
+        rp = self.round(r)
+        getattr(rp, kind).add(msg_id)
+        if kind in ("trajectories", "judged"):
+            rp.stamp("last_trajectory" if kind == "trajectories" else "last_judged")
 
     def on_metrics(self, m: RoundMetrics) -> None:
         rp = self.round(int(m.round))
         closed = lambda d: d.get("critic/groups_complete", 0) + d.get("critic/groups_partial", 0)  # noqa: E731
         if closed(dict(m.values)) >= closed(rp.metrics):  # metrics are republished as groups close
             rp.metrics = dict(m.values)
+            rp.stamp("groups_closed")
 
     def on_version(self, v: ModelVersion) -> None:
         role = "policy" if v.role == MODEL_ROLE_POLICY else "reward"
         self.versions[role] = int(v.version)
         if v.trained_on_round >= 0:
-            self.round(int(v.trained_on_round)).trained[role] = dict(v.metrics)
+            rp = self.round(int(v.trained_on_round))
+            rp.trained[role] = dict(v.metrics)
+            rp.stamp(f"trained_{role}", first=True)
 
     def on_pool(self, e: TaskPoolEvent) -> None:
         kind = _KIND.Name(e.kind).removeprefix("KIND_").lower()

@@ -12,7 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-__all__ = ["append_round", "read_rounds", "write_plots", "write_report", "summary_table", "SUMMARY_KEYS"]
+__all__ = ["append_round", "read_rounds", "write_plots", "write_report", "write_phase_plot", "summary_table",
+           "SUMMARY_KEYS"]
 
 SUMMARY_KEYS = [
     ("policy/success_train", "success (train)"),
@@ -21,8 +22,10 @@ SUMMARY_KEYS = [
     ("reward/step_accuracy", "RM step acc"),
     ("env/in_band_share", "in band"),
     ("env/accepted_total", "accepted"),
+    ("policy/invalid_answer_rate", "invalid answers"),
     ("policy/ppo/kl", "KL (policy)"),
     ("time/round_s", "round s"),
+    ("time/overhead_share", "overhead"),
 ]
 PLOTS = [
     ("success.png", "Policy success", ["policy/success_train", "policy/success_heldout", "policy/success_ood"]),
@@ -74,7 +77,30 @@ def write_plots(rounds: list[dict[str, float]], out_dir: Path) -> list[Path]:
         fig.savefig(out_dir / name, dpi=100)
         plt.close(fig)
         written.append(out_dir / name)
+    written.append(write_phase_plot(rounds, out_dir))
     return written
+
+
+def write_phase_plot(rounds: list[dict[str, float]], out_dir: Path) -> Path:
+    """phases.png: one stacked bar per round of where its wall time went (`progress.PHASES`)."""
+    from services.run.progress import PHASES
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    xs = [int(r["round"]) for r in rounds]
+    bottom = [0.0] * len(rounds)
+    for key, label in PHASES:
+        ys = [float(r.get(key, 0.0)) for r in rounds]
+        ax.bar(xs, ys, bottom=bottom, label=label)
+        bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_title("Where each round's wall time went")
+    ax.set_xlabel("round")
+    ax.set_ylabel("seconds")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out_dir / "phases.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def summary_table(rounds: list[dict[str, float]], title: str) -> Table:
@@ -97,6 +123,7 @@ def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str) -> 
         lines.append(f"| {int(r['round'])} | " + " | ".join(_fmt(r.get(k)) for k, _ in SUMMARY_KEYS) + " |")
     lines += ["", "Held-out and OOD success are measured on evaluation rounds only (`env.scheduler.eval_every`).", ""]
     lines += [f"![{title}]({name})" for name, title, _ in PLOTS]
+    lines += ["", "![Where each round's wall time went](phases.png)"]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -120,3 +120,23 @@ def test_resume_after_ctrl_c_mid_round(tmp_path: Path, cold: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert [r["round"] for r in rounds_of(run_dir)] == [0, 1, 2]  # none lost, none repeated
     assert [r["policy/version"] for r in rounds_of(run_dir)] == [1, 2, 3]
+
+
+def test_answer_format_collapse_stops_the_run_with_a_clear_message(tmp_path: Path, cold: Path) -> None:
+    """A policy lr of 1.0 (no warm-up, no trust region) wrecks the answer format after one update;
+    the run must notice it in its metrics and stop (exit 3) instead of burning its budget."""
+    run_dir = tmp_path / "run"
+    overrides = ["policy.ppo.lr=1.0", "policy.ppo.max_kl=0", "policy.ppo.warmup_steps=0",
+                 "critic.policy_band=false",  # every group trains: the S̄ differences give advantages in round 0
+                 "launcher.max_invalid_answer_rate=0.5", "launcher.invalid_answer_patience=1"]
+    cmd = [RLANYTHING, "run", str(write_config(tmp_path, 4, cold)), "--run-dir", str(run_dir)]
+    for item in overrides:
+        cmd += ["--set", item]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "answer format collapsed" in result.stderr
+    rounds = rounds_of(run_dir)
+    assert rounds[0]["policy/invalid_answer_rate"] <= 0.5  # the cold start answers in format ...
+    assert rounds[-1]["policy/invalid_answer_rate"] > 0.5   # ... until the lr-1.0 update breaks it
+    assert 2 <= len(rounds) < 4  # stopped at the first collapsed round
+    assert (run_dir / "report.md").exists()  # the report is still written

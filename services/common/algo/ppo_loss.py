@@ -3,9 +3,16 @@
 Source: arXiv 2602.02488 (RLAnything), "Training step", restated in ALGORITHM.md. Per response
 token, with d = clamp(log π_θ − log π_old, −10, 10) and ρ = exp(d):
 
-    surrogate = min(ρ·A, clip(ρ, 1−ε, 1+ε)·A)
+    surrogate = min(ρ·A, clip(ρ, 1−ε, 1+ε)·A),  and for A < 0: max(surrogate, c·A)  (dual clip, c > 1)
     k3        = exp(−d) − 1 + d
     loss      = −mean_samples(token_mean(surrogate)) + β · mean_samples(token_mean(k3))
+                [+ β_ref · mean_samples(token_mean(k3 to a reference policy))]
+
+The dual clip (Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL", as in
+verl's ``clip_ratio_c``) is our addition: for A < 0 the plain clip leaves ρ·A unbounded as ρ
+grows, and one token whose probability rose e^10-fold within a round gave a gradient large
+enough to take the tiny policy's KL from 0 to 22 nats in one step. ``dual_clip = 0`` is the
+paper's loss.
 
 Each sample's tokens are averaged first, then samples (so long responses do not outweigh short
 ones). Degenerate cases: θ = θ_old gives d = 0, ρ = 1, k3 = 0 and a zero KL gradient; A = 0
@@ -33,6 +40,8 @@ class PPOStats:
     clip_fraction: float
     """Share of response tokens whose ratio lies outside [1−ε, 1+ε]."""
     ratio_mean: float
+    ref_kl: float = 0.0
+    """Mean over samples of the token-mean k3 estimate to the reference policy (0 without one)."""
 
 
 def token_mean(x_BT: Tensor, mask_BT: Tensor) -> Tensor:
@@ -41,7 +50,8 @@ def token_mean(x_BT: Tensor, mask_BT: Tensor) -> Tensor:
 
 
 def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor, mask_BT: Tensor,
-                  eps: float = 0.2, beta: float = 0.01) -> tuple[Tensor, PPOStats]:
+                  eps: float = 0.2, beta: float = 0.01, dual_clip: float = 0.0,
+                  logp_ref_BT: Tensor | None = None, ref_beta: float = 0.0) -> tuple[Tensor, PPOStats]:
     """The RLAnything PPO-clip + k3 loss.
 
     Args:
@@ -51,13 +61,19 @@ def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor,
         mask_BT: 1.0 on response tokens, 0.0 on padding, [B, T].
         eps: clip range ε (0.2 in the paper).
         beta: KL coefficient β (0.01 in the paper).
+        dual_clip: c > 1 bounds the surrogate of A < 0 tokens below at c·A (0 = off, the paper).
+        logp_ref_BT: log π_ref of the same tokens, [B, T] (no grad), for ``ref_beta``.
+        ref_beta: weight of the k3 KL to the reference policy (our addition, as GRPO's KL to the
+            initial model; 0 = the paper, whose KL is to π_old only).
 
     Returns:
         ``(loss, stats)``: a scalar tensor to back-propagate, and its diagnostics.
 
     Raises:
-        ValueError: shapes disagree.
+        ValueError: shapes disagree, or ``dual_clip`` is in (0, 1].
     """
+    if 0 < dual_clip <= 1:
+        raise ValueError(f"dual_clip must be 0 (off) or > 1, got {dual_clip}")
     if logp_new_BT.shape != logp_old_BT.shape or logp_new_BT.shape != mask_BT.shape:
         raise ValueError(f"shape mismatch: new {tuple(logp_new_BT.shape)}, old {tuple(logp_old_BT.shape)}, "
                          f"mask {tuple(mask_BT.shape)}")
@@ -68,13 +84,21 @@ def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor,
     ratio_BT = torch.exp(d_BT)
     adv_B1 = advantage_B.to(logp_new_BT.dtype).unsqueeze(-1)
     surrogate_BT = torch.minimum(ratio_BT * adv_B1, torch.clamp(ratio_BT, 1 - eps, 1 + eps) * adv_B1)
+    if dual_clip:
+        surrogate_BT = torch.where(adv_B1 < 0, torch.maximum(surrogate_BT, dual_clip * adv_B1), surrogate_BT)
     k3_BT = torch.exp(-d_BT) - 1 + d_BT
     surrogate = token_mean(surrogate_BT, mask_BT).mean()
     kl = token_mean(k3_BT, mask_BT).mean()
     loss = -surrogate + beta * kl
+    ref_kl = 0.0
+    if ref_beta and logp_ref_BT is not None:
+        d_ref_BT = torch.clamp(logp_new_BT - logp_ref_BT.detach(), -10.0, 10.0)
+        ref_kl_t = token_mean(torch.exp(-d_ref_BT) - 1 + d_ref_BT, mask_BT).mean()
+        loss = loss + ref_beta * ref_kl_t
+        ref_kl = float(ref_kl_t)
     with torch.no_grad():
         n_tokens = mask_BT.sum().clamp(min=1)
         clipped = (((ratio_BT < 1 - eps) | (ratio_BT > 1 + eps)).to(mask_BT.dtype) * mask_BT).sum() / n_tokens
         stats = PPOStats(float(loss), float(surrogate), float(kl), float(clipped),
-                         float((ratio_BT * mask_BT).sum() / n_tokens))
+                         float((ratio_BT * mask_BT).sum() / n_tokens), ref_kl)
     return loss, stats

@@ -3,7 +3,15 @@
 The map comes from Gymnasium's own generator (`generate_random_map`, which only returns maps
 with a path from S to G) and the dynamics from `FrozenLake-v1` (deterministic:
 ``is_slippery=False``). Knobs: ``size`` (the map is size×size) and ``hole_prob`` (chance that a
-tile is a hole). The oracle is a breadth-first search on the map: the shortest action list to
+tile is a hole). The observation is one of two views (``FamilyConfig.observation``):
+
+* ``map``: the whole map, one row per line, the agent's tile shown as ``A``;
+* ``window``: the 5×5 tiles around the agent (``#`` off the map) plus the goal's offset
+  ("goal: 2 down, 1 right"). Its text does not grow with the map, and a tiny model reads the
+  next move off the tiles next to ``A`` (measured in the README: held-out success rises under RL
+  with this view and stays flat with ``map``).
+
+The oracle is a breadth-first search on the map: the shortest action list to
 the goal that avoids holes. This is the fast family for CI (~50 µs per step).
 """
 
@@ -16,7 +24,9 @@ from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
 
-__all__ = ["FrozenLakeFamily", "shortest_path", "render_map"]
+__all__ = ["FrozenLakeFamily", "shortest_path", "render_map", "render_window", "goal_offset", "VIEWS"]
+
+VIEWS: tuple[str, ...] = ("map", "window")
 
 ACTIONS: tuple[str, ...] = ("left", "down", "right", "up")  # FrozenLake's action ids 0..3
 _MOVES = {0: (0, -1), 1: (1, 0), 2: (0, 1), 3: (-1, 0)}
@@ -61,10 +71,53 @@ def render_map(desc: list[str], row: int, col: int) -> str:
     return "\n".join(lines)
 
 
-class FrozenLakeEpisode(Episode):
-    """One FrozenLake episode driven through `gymnasium.make("FrozenLake-v1", ...)`."""
+def render_window(desc: list[str], row: int, col: int, radius: int = 2) -> str:
+    """The (2·radius+1)² tiles around (row, col) as text, the agent as 'A', '#' off the map."""
+    n_rows, n_cols = len(desc), len(desc[0])
+    lines = []
+    for r in range(row - radius, row + radius + 1):
+        cells = []
+        for c in range(col - radius, col + radius + 1):
+            if (r, c) == (row, col):
+                cells.append("A")
+            elif 0 <= r < n_rows and 0 <= c < n_cols:
+                cells.append(desc[r][c])
+            else:
+                cells.append("#")
+        lines.append(" ".join(cells))
+    return "\n".join(lines)
 
-    def __init__(self, desc: list[str], episode_seed: int) -> None:
+
+def goal_offset(desc: list[str], row: int, col: int) -> str:
+    """Where 'G' lies from (row, col), e.g. "2 down, 1 right" ("here" on the goal).
+
+    Raises:
+        ValueError: the map has no 'G'.
+    """
+    for r, line in enumerate(desc):
+        c = line.find("G")
+        if c >= 0:
+            break
+    else:
+        raise ValueError("map has no goal tile 'G'")
+    parts = []
+    if r != row:
+        parts.append(f"{abs(r - row)} {'down' if r > row else 'up'}")
+    if c != col:
+        parts.append(f"{abs(c - col)} {'right' if c > col else 'left'}")
+    return ", ".join(parts) or "here"
+
+
+class FrozenLakeEpisode(Episode):
+    """One FrozenLake episode driven through `gymnasium.make("FrozenLake-v1", ...)`.
+
+    ``view`` is ``map`` (the whole map) or ``window`` (5×5 around the agent + the goal's offset).
+    """
+
+    def __init__(self, desc: list[str], episode_seed: int, view: str = "map") -> None:
+        if view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+        self.view = view
         self.desc = desc
         self.env = gym.make("FrozenLake-v1", desc=desc, is_slippery=False)
         state, _ = self.env.reset(seed=episode_seed)
@@ -72,12 +125,16 @@ class FrozenLakeEpisode(Episode):
         self.n = len(desc[0])
         self.task_text = (
             "Walk on the frozen lake from S to the goal G without falling into a hole H. "
-            "F is frozen ground. A marks where you are. Row 1 is the top row.")
+            "F is frozen ground. A marks where you are. Row 1 is the top row." if view == "map" else
+            "Walk on the frozen lake to the goal G without falling into a hole H. F is frozen ground. "
+            "You see the tiles around you; A marks where you are and # is off the map.")
         self.admissible_actions = ACTIONS
         self.observation = self._describe("You are at the start.")
 
     def _describe(self, event: str) -> str:
         row, col = divmod(self.state, self.n)
+        if self.view == "window":
+            return f"{event}\n{render_window(self.desc, row, col)}\nGoal: {goal_offset(self.desc, row, col)}."
         return f"{event}\n{render_map(self.desc, row, col)}\nYou are at row {row + 1}, column {col + 1}."
 
     def step(self, action: str) -> StepResult:
@@ -128,6 +185,11 @@ class FrozenLakeFamily(TaskFamily):
     )
     max_steps = 20
 
+    def __init__(self, view: str = "map") -> None:
+        if view not in VIEWS:
+            raise ValueError(f"observation must be one of {VIEWS}, got {view!r}")
+        self.view = view
+
     def map_for(self, spec: TaskSpec) -> list[str]:
         """The task's map (rows of S/F/H/G), from Gymnasium's generator seeded by the task seed."""
         self.validate(spec)
@@ -136,7 +198,7 @@ class FrozenLakeFamily(TaskFamily):
 
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> FrozenLakeEpisode:
         """A new episode on the task's map (FrozenLake is deterministic: the seed changes nothing)."""
-        return FrozenLakeEpisode(self.map_for(spec), episode_seed)
+        return FrozenLakeEpisode(self.map_for(spec), episode_seed, self.view)
 
     def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
         """Which knob to move first, from the RM's bad-step share in failed rollouts.

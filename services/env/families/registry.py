@@ -20,7 +20,7 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
     if cfg.type == "gym_text":
         from services.env.families.gym_text import FrozenLakeFamily
 
-        family = FrozenLakeFamily()
+        family = FrozenLakeFamily(view=cfg.observation)
     elif cfg.type == "reasoning_gym":
         from services.env.families.reasoning_gym_family import ReasoningGymFamily
 

@@ -45,6 +45,15 @@ def test_step_reward_is_outcome_plus_lambda_mean_vote() -> None:
         step_rewards(0, [0.0], lam=1.0)
 
 
+def test_invalid_answer_penalty_is_subtracted_from_invalid_steps_only() -> None:
+    assert step_rewards(1, [0.0, 1.0], lam=1.0, invalid_K=[True, False], invalid_penalty=1.5) == [-0.5, 2.0]
+    assert step_rewards(-1, [0.0], lam=1.0, invalid_K=[True]) == [-1.0]  # penalty 0: the paper's formula
+    with pytest.raises(ValueError, match="invalid_K"):
+        step_rewards(1, [0.0, 0.0], lam=1.0, invalid_K=[True], invalid_penalty=1.0)
+    with pytest.raises(ValueError, match="invalid_penalty"):
+        step_rewards(1, [0.0], lam=1.0, invalid_K=[True], invalid_penalty=-1.0)
+
+
 def test_advantages_z_score_each_step_index_over_the_rollouts_that_reach_it() -> None:
     rewards_GK = [[2.0, 2.0],                      # won, S̄ = [1, 1]
                   [0.0, -2.0],                     # lost, S̄ = [1, -1]

@@ -84,6 +84,27 @@ def test_rm_samples_are_z_scored_votes_of_split_steps_only() -> None:
         [2003, 0], [3001, 0], [-0.75, -0.5], 7)
 
 
+def test_invalid_answers_are_penalised_counted_and_timed() -> None:
+    recs = group()
+    bad = recs[0].trajectory.steps[1]  # rollout 0 won; its step 1 answer was no valid action
+    bad.valid, bad.action, bad.action_index = False, "", -1
+    for r in recs:
+        r.trajectory.generate_s, r.trajectory.env_s, r.judge_s = 2.0, 0.5, 0.25
+    paper = by_id(evaluate_group(recs, CriticServiceConfig(lam=0.0, invalid_answer_penalty=0.0), partial=False).policy)
+    out = evaluate_group(recs, CriticServiceConfig(lam=0.0, invalid_answer_penalty=1.0), partial=False)
+    ours = by_id(out.policy)
+    key = "r0/gym_text/train-0000/v0/0/1"
+    # step 1 is reached by rollouts 0 (won) and 2 (lost): r = (1 − 1, −1) → z = (+1, −1) either way, but
+    # with the format term the won-but-invalid step no longer beats the lost one by the full outcome gap
+    assert paper[key] == pytest.approx(1.0)
+    rewards_step1 = [1 - 1.0, -1.0]
+    mean = sum(rewards_step1) / 2
+    assert ours[key] == pytest.approx((rewards_step1[0] - mean) / 0.5)
+    m = round_metrics([out.stats])
+    assert m["policy/invalid_answer_rate"] == pytest.approx(1 / 7)
+    assert (m["time/generate_s"], m["time/env_s"], m["time/judge_s"]) == (2.0, 0.5, 1.0)  # job time once, judge per trajectory
+
+
 def test_round_statistics_of_the_group() -> None:
     out = evaluate_group(group(), CriticServiceConfig(), partial=False, latest_policy_version=5)
     m = round_metrics([out.stats])
@@ -96,7 +117,9 @@ def test_round_statistics_of_the_group() -> None:
         "env/in_band_share": 1.0,
         "policy/zero_advantage_share": 1 / 7,
         "policy/response_tokens_mean": 3.0,
+        "policy/invalid_answer_rate": 0.0,
         "policy/staleness": 2.0,
+        "time/generate_s": 0.0, "time/env_s": 0.0, "time/judge_s": 0.0,
         "critic/groups_complete": 1.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,
         "critic/trajectories": 4.0, "critic/policy_samples": 6.0, "critic/reward_samples": 9.0,
         "critic/jobs_in_round": float(group()[0].trajectory.jobs_in_round),

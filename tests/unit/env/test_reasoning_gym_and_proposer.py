@@ -9,7 +9,7 @@ from services.common.errors import InvalidArgumentError, NotFoundError
 from services.env.families.base import TaskSpec
 from services.env.families.gym_text import FrozenLakeFamily
 from services.env.families.reasoning_gym_family import ReasoningGymFamily
-from services.env.proposer import ParametricProposer, bad_step_share
+from services.env.proposer import ParametricProposer, bad_step_share, moves_difficulty
 from services.env.sessions import SessionStore
 
 
@@ -72,3 +72,11 @@ def test_sessions_expire_when_idle() -> None:
     assert len(store) == 2
     with pytest.raises(NotFoundError):
         store.get(b.session_id)
+
+
+@pytest.mark.parametrize(("direction", "parent", "plan", "moves"), [
+    (DIRECTION_HARDER, 6, 8, True), (DIRECTION_HARDER, 6, 6, False), (DIRECTION_HARDER, 8, 6, False),
+    (DIRECTION_EASIER, 8, 6, True), (DIRECTION_EASIER, 6, 6, True), (DIRECTION_EASIER, 6, 8, False),
+    (DIRECTION_HARDER, 0, 3, True)])
+def test_candidate_must_move_difficulty_the_asked_way(direction: int, parent: int, plan: int, moves: bool) -> None:
+    assert moves_difficulty(direction, parent, plan) is moves

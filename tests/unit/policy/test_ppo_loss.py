@@ -64,3 +64,26 @@ def test_dropped_sample_takes_its_advantage_with_it() -> None:
     assert batch.advantage_B.tolist() == [0.5, 2.0]
     assert batch.input_ids_BL.tolist() == [[1, 2, 3], [1, 6, 7]]
     assert batch.response_mask_BL.tolist() == [[0, 0, 1], [0, 1, 1]]
+
+
+def test_dual_clip_bounds_negative_advantage_tokens_whose_ratio_exploded() -> None:
+    new = torch.tensor([[3.0]], requires_grad=True)  # ρ = e^3 ≈ 20 on an A < 0 token
+    loss, stats = ppo_clip_loss(new, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1), beta=0.0,
+                                dual_clip=3.0)
+    assert stats.surrogate == pytest.approx(-3.0)  # max(ρ·A, c·A) = max(−20.1, −3)
+    loss.backward()
+    assert new.grad is not None and float(new.grad) == 0.0  # bounded: no gradient from the runaway ratio
+    plain, plain_stats = ppo_clip_loss(new.detach().clone().requires_grad_(True), torch.zeros(1, 1),
+                                       torch.tensor([-1.0]), torch.ones(1, 1), beta=0.0)
+    assert plain_stats.surrogate == pytest.approx(-float(torch.exp(torch.tensor(3.0))), rel=1e-5)
+
+
+def test_dual_clip_leaves_positive_advantages_and_small_ratios_alone() -> None:
+    for log_ratio, advantage in [(3.0, 1.0), (0.5, -1.0)]:
+        a = ppo_clip_loss(torch.tensor([[log_ratio]]), torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1),
+                          beta=0.0, dual_clip=3.0)[1]
+        b = ppo_clip_loss(torch.tensor([[log_ratio]]), torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1),
+                          beta=0.0)[1]
+        assert a.surrogate == pytest.approx(b.surrogate)
+    with pytest.raises(ValueError, match="dual_clip"):
+        ppo_clip_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.tensor([1.0]), torch.ones(1, 1), dual_clip=0.5)

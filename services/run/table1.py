@@ -1,0 +1,112 @@
+"""The paper's Table-1 ablation at CPU scale (pure: rows, per-run summaries, the table).
+
+arXiv 2602.02488 reports, per benchmark, four rows that add one loop at a time. Here each row
+is a set of config overrides of one base config; `summarize_run` reduces a run's
+``metrics.jsonl`` records to the table's columns and `table_markdown` writes mean ± std over
+seeds. The shell that runs the 4 × seeds runs is `rlanything bench table1` (services.cli).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Row", "ROWS", "COLUMNS", "summarize_run", "aggregate", "table_markdown", "curve_bands"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One ablation row: a name and the dotted overrides that make it."""
+
+    key: str
+    label: str
+    overrides: tuple[str, ...]
+
+
+ROWS: tuple[Row, ...] = (
+    Row("outcome", "outcome only (λ=0, frozen judge, no adaptation)",
+        ("critic.lam=0", "reward.frozen=true", "env.adaptation.enabled=false")),
+    Row("step_reward", "+ integrated step reward, frozen judge", ("reward.frozen=true", "env.adaptation.enabled=false")),
+    Row("rm_training", "+ RM training", ("env.adaptation.enabled=false",)),
+    Row("full", "+ environment adaptation (full RLAnything)", ()),
+)
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("heldout", "held-out"),
+    ("heldout_gain", "held-out − cold start"),
+    ("ood", "OOD"),
+    ("train", "train pool"),
+    ("rm_step_accuracy", "RM step acc"),
+    ("in_band", "in-band share"),
+    ("accepted", "accepted variants"),
+)
+
+
+def _last(records: Sequence[Mapping[str, float]], key: str) -> float:
+    values = [r[key] for r in records if key in r]
+    return values[-1] if values else math.nan
+
+
+def _first(records: Sequence[Mapping[str, float]], key: str) -> float:
+    values = [r[key] for r in records if key in r]
+    return values[0] if values else math.nan
+
+
+def _mean(values: Sequence[float]) -> float:
+    kept = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(kept) if kept else math.nan
+
+
+def summarize_run(records: Sequence[Mapping[str, float]], tail: int = 3) -> dict[str, float]:
+    """One run's columns: final held-out and OOD success (last evaluation round), its gain over
+    round 0's evaluation (the cold start), train-pool success and RM step accuracy (means of the
+    last ``tail`` rounds: single rounds sample 8 tasks), in-band share (mean over the run) and
+    accepted variants (total). Missing metrics are NaN.
+    """
+    tail_records = list(records[-tail:])
+    return {
+        "heldout": _last(records, "policy/success_heldout"),
+        "heldout_gain": _last(records, "policy/success_heldout") - _first(records, "policy/success_heldout"),
+        "ood": _last(records, "policy/success_ood"),
+        "train": _mean([r.get("policy/success_train", math.nan) for r in tail_records]),
+        "rm_step_accuracy": _mean([r.get("reward/step_accuracy", math.nan) for r in tail_records]),
+        "in_band": _mean([r.get("env/in_band_share", math.nan) for r in records]),
+        "accepted": _last(records, "env/accepted_total"),
+    }
+
+
+def aggregate(summaries: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, float, int]]:
+    """Per column: (mean, population std, number of runs with a value) over a row's runs."""
+    out = {}
+    for key, _ in COLUMNS:
+        values = [s[key] for s in summaries if not math.isnan(s.get(key, math.nan))]
+        out[key] = (statistics.fmean(values), statistics.pstdev(values), len(values)) if values else (
+            math.nan, math.nan, 0)
+    return out
+
+
+def _cell(mean: float, std: float, n: int) -> str:
+    return "–" if n == 0 else f"{mean:.3f} ± {std:.3f}"
+
+
+def table_markdown(per_row: Mapping[str, Sequence[Mapping[str, float]]], header: str) -> str:
+    """bench/table1.md: one line per row (mean ± std over its runs), in `ROWS` order."""
+    lines = [header, "", "| row | runs | " + " | ".join(label for _, label in COLUMNS) + " |",
+             "|---|---:|" + "---:|" * len(COLUMNS)]
+    for row in ROWS:
+        runs = per_row.get(row.key, [])
+        agg = aggregate(runs)
+        lines.append(f"| {row.label} | {len(runs)} | " + " | ".join(_cell(*agg[k]) for k, _ in COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def curve_bands(runs: Sequence[Sequence[Mapping[str, float]]], key: str) -> list[tuple[int, float, float]]:
+    """(round, mean, std) of ``key`` over runs, for the rounds where at least one run has it."""
+    by_round: dict[int, list[float]] = {}
+    for records in runs:
+        for r in records:
+            if key in r:
+                by_round.setdefault(int(r["round"]), []).append(float(r[key]))
+    return [(rnd, statistics.fmean(v), statistics.pstdev(v)) for rnd, v in sorted(by_round.items())]

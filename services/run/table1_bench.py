@@ -1,0 +1,102 @@
+"""`rlanything bench table1`: run the four ablation rows × seeds and write bench/table1.md.
+
+Each run is a separate ``rlanything run`` process (its own NATS store and services), so one run's
+crash cannot leak into another; a run that already has a complete ``metrics.jsonl`` in the bench
+folder is reused (an interrupted table continues where it stopped). All rows share the cached
+cold start: the cold-start cache key leaves out the seed and the ablation switches.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from services.run.report import read_rounds  # noqa: E402
+from services.run.table1 import ROWS, curve_bands, summarize_run, table_markdown  # noqa: E402
+
+__all__ = ["run_table1"]
+
+
+def _run_dir(out_dir: Path, row: str, seed: int) -> Path:
+    return out_dir / f"{row}-seed{seed}"
+
+
+def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out_dir: Path, table_path: Path,
+               say: Callable[[str], None]) -> int:
+    """Run every (row, seed) not yet complete, then write the table and the curves.
+
+    Returns the number of runs that failed (their rows count the runs that completed).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    per_row: dict[str, list[dict[str, float]]] = {}
+    curves: dict[str, list[list[dict[str, float]]]] = {}
+    failed = 0
+    rounds_wanted = None
+    started = time.monotonic()
+    total = len(ROWS) * len(seeds)
+    done = 0
+    for row in ROWS:
+        for seed in seeds:
+            run_dir = _run_dir(out_dir, row.key, seed)
+            records = read_rounds(run_dir / "metrics.jsonl")
+            complete = (run_dir / "report.md").exists() and records
+            if not complete:
+                cmd = [sys.executable, "-m", "services.cli", "run", str(config), "--run-dir", str(run_dir),
+                       "--set", f"seed={seed}"]
+                for item in (*overrides, *row.overrides):
+                    cmd += ["--set", item]
+                say(f"[{done + 1}/{total}] {row.key} seed {seed}: {' '.join(cmd[3:])}")
+                if run_dir.exists():
+                    subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+                with open(out_dir / f"{row.key}-seed{seed}.log", "w") as log:
+                    code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+                records = read_rounds(run_dir / "metrics.jsonl")
+                if code != 0:
+                    failed += 1
+                    say(f"  exit {code}; see {out_dir / f'{row.key}-seed{seed}.log'}")
+            done += 1
+            if records:
+                per_row.setdefault(row.key, []).append(summarize_run(records))
+                curves.setdefault(row.key, []).append(records)
+                rounds_wanted = rounds_wanted or len(records)
+            say(f"  done {done}/{total} ({time.monotonic() - started:.0f} s elapsed)")
+    header = (f"# Table 1 at CPU scale\n\nBase config `{config}`" + (f" with {' '.join(overrides)}" if overrides else "")
+              + f"; seeds {', '.join(map(str, seeds))}; mean ± std (population) over the runs of each row. "
+              "Held-out/OOD: the last evaluation round (round 0's evaluation is the cold start). Train pool and RM "
+              "step accuracy: mean of the last 3 rounds. In-band share: mean over the run. Written by "
+              "`rlanything bench table1`.")
+    table_path.parent.mkdir(parents=True, exist_ok=True)
+    table_path.write_text(table_markdown(per_row, header))
+    _plot(curves, table_path.with_suffix(".png"))
+    return failed
+
+
+def _plot(curves: dict[str, list[list[dict[str, float]]]], path: Path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, (key, title) in zip(axes, [("policy/success_heldout", "held-out success"),
+                                       ("reward/step_accuracy", "RM step accuracy"),
+                                       ("env/in_band_share", "in-band share")]):
+        for row in ROWS:
+            bands = curve_bands(curves.get(row.key, []), key)
+            if not bands:
+                continue
+            xs = [b[0] for b in bands]
+            mean = [b[1] for b in bands]
+            std = [b[2] for b in bands]
+            ax.plot(xs, mean, marker="o", label=row.key)
+            ax.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2)
+        ax.set_title(title)
+        ax.set_xlabel("round")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

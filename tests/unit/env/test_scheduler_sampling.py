@@ -1,0 +1,46 @@
+"""The scheduler's task sampling (pure): in-band curriculum weights, weighted sampling without replacement."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from rlanything.v1.env_pb2 import TaskSlot
+from services.env.scheduler import band_weights, weighted_sample
+
+
+def slot(name: str, acc: float | None) -> TaskSlot:
+    s = TaskSlot(slot_id=name, split="train")
+    if acc is not None:
+        s.last_acc, s.has_acc = acc, True
+    return s
+
+
+def test_out_of_band_tasks_weigh_less_and_unmeasured_ones_weigh_one() -> None:
+    slots = [slot("a", 0.0), slot("b", 0.5), slot("c", 1.0), slot("d", None), slot("e", 0.2), slot("f", 0.8)]
+    assert band_weights(slots, 0.2, 0.8, 0.1) == [0.1, 1.0, 0.1, 1.0, 1.0, 1.0]
+    assert band_weights(slots, 0.2, 0.8, 1.0) == [1.0] * 6  # uniform: the paper's scheduler
+
+
+def test_weighted_sample_is_distinct_and_prefers_heavy_items() -> None:
+    rng = random.Random(0)
+    items = list(range(10))
+    weights = [10.0 if i < 2 else 0.1 for i in items]
+    counts: Counter[int] = Counter()
+    for _ in range(500):
+        picked = weighted_sample(rng, items, weights, 3)
+        assert len(picked) == len(set(picked)) == 3
+        counts.update(picked)
+    assert counts[0] > 450 and counts[1] > 450  # heavy items are almost always drawn
+    assert sum(counts[i] for i in range(2, 10)) == 500  # the third pick comes from the light ones
+
+
+def test_weighted_sample_edge_cases() -> None:
+    rng = random.Random(1)
+    assert sorted(weighted_sample(rng, ["x", "y"], [1.0, 1.0], 5)) == ["x", "y"]
+    with pytest.raises(ValueError, match="weights"):
+        weighted_sample(rng, ["x"], [0.0], 1)
+    with pytest.raises(ValueError, match="items"):
+        weighted_sample(rng, ["x"], [1.0, 1.0], 1)
