@@ -401,13 +401,21 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r}: expected dotted.key=value")
         parts = key.strip().split(".")
-        node = result
+        node: Any = result
         for i, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
+            if isinstance(node, list):  # a list entry by its index: env.families.0.observation=window
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"override {item!r}: {'.'.join(parts[:i])} has {len(node)} entries, "
+                                      f"no index {part!r}")
+                child = node[int(part)]
+            else:
+                child = node.setdefault(part, {})
+            if not isinstance(child, (dict, list)):
                 where = ".".join(parts[: i + 1])
                 raise ConfigError(f"override {item!r}: {where} is {child!r}, not a section")
             node = child
+        if isinstance(node, list):
+            raise ConfigError(f"override {item!r}: {'.'.join(parts[:-1])} is a list; name an entry's field")
         node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
     return result
 

@@ -53,8 +53,14 @@ def _batch_kl(model: torch.nn.Module, ids_BL: torch.Tensor, attention_BL: torch.
     """k3 KL(π_old‖π_θ) of the given samples (token mean per sample, then sample mean)."""
     was_training = model.training
     model.eval()
-    d_BL = torch.clamp(token_logprobs(model, ids_BL, attention_BL) - old_BL, -10.0, 10.0)
+    logp_BL = token_logprobs(model, ids_BL, attention_BL)
     model.train(was_training)
+    return _k3(logp_BL, old_BL, mask_BL)
+
+
+def _k3(logp_BL: torch.Tensor, old_BL: torch.Tensor, mask_BL: torch.Tensor) -> float:
+    """k3 KL(π_old‖π) estimate: token mean per sample, then sample mean ([B, L] inputs)."""
+    d_BL = torch.clamp(logp_BL - old_BL, -10.0, 10.0)
     k3_BL = torch.exp(-d_BL) - 1 + d_BL
     return float(((k3_BL * mask_BL).sum(-1) / mask_BL.sum(-1).clamp(min=1)).mean())
 
@@ -123,8 +129,11 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                                         eps=cfg.eps, beta=cfg.beta,
                                         dual_clip=cfg.dual_clip,
                                         logp_ref_BT=None if ref_BL is None else ref_BL[chunk], ref_beta=cfg.ref_beta)
-            metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), stats.kl)
-            if cfg.max_kl and stats.kl > cfg.max_kl:
+            # the trust region is measured from the weights this update started from (= π_old in sync
+            # mode; in async mode π_old is the older behaviour policy, which may already lie outside it)
+            kl_start = stats.kl if old_BL is recomputed_BL else _k3(logp_BL.detach(), recomputed_BL[chunk], mask[chunk])
+            metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), kl_start)
+            if cfg.max_kl and kl_start > cfg.max_kl:
                 stopped = True  # this minibatch already sees a policy too far from π_old: stop here
                 break
             snapshot = _snapshot(model, optimizer) if cfg.max_kl else None
@@ -136,8 +145,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                 group["lr"] = lr
             optimizer.step()
             if snapshot is not None:
-                kl_after = _batch_kl(model, batch.input_ids_BL[chunk], batch.attention_mask_BL[chunk], old_BL[chunk],
-                                     mask[chunk])
+                kl_after = _batch_kl(model, batch.input_ids_BL[chunk], batch.attention_mask_BL[chunk],
+                                     recomputed_BL[chunk], mask[chunk])
                 metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
                 if kl_after > cfg.max_kl:  # this one step left the trust region: undo it and stop
                     _restore(model, optimizer, snapshot)

@@ -55,11 +55,12 @@ class Proposer(ABC):
 
     @abstractmethod
     def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
-                plan_length: int, attempt: int) -> Proposal | None:
+                plan_length: int, attempt: int, try_index: int = 0) -> Proposal | None:
         """A candidate, or None when no variant can be made (every knob at its bound).
 
         ``attempt`` differs for each proposal of a slot, so a rejected candidate is not proposed
-        again identically.
+        again identically. ``try_index`` counts the tries of one proposal (0, 1, ...) when the
+        previous try did not move the difficulty the asked way (`moves_difficulty`).
         """
 
 
@@ -70,10 +71,14 @@ class ParametricProposer(Proposer):
         self.bad_step_threshold = bad_step_threshold
 
     def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
-                plan_length: int, attempt: int) -> Proposal | None:
+                plan_length: int, attempt: int, try_index: int = 0) -> Proposal | None:
+        """Odd tries start from the next knob in the preference order (a 4×4 map with one more
+        hole rarely has a longer plan; a 5×5 one always does)."""
         harder = direction == DIRECTION_HARDER
         share = bad_step_share(report, plan_length)
-        for name in family.knob_preference(harder, share):
+        order = family.knob_preference(harder, share)
+        shift = try_index % max(1, len(order))
+        for name in order[shift:] + order[:shift]:
             knobs = family.move_knob(parent.knobs, name, harder)
             if knobs is None:
                 continue

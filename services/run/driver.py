@@ -111,9 +111,13 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
             await asyncio.sleep(0.25)
             launcher.check_alive()
             rp = progress.round(next_round)
-            if rp.complete():
+            if rp.complete(config.env.scheduler.mode):
                 now = time.monotonic()
                 record = rp.record(progress.accepted_total, now - round_started)
+                if config.env.scheduler.mode == "async":  # versions are not tied to rounds: show the newest
+                    for role, metrics in progress.latest_trained.items():
+                        if f"{role}/version" not in record:
+                            record.update({f"{role}/{k}": v for k, v in metrics.items()})
                 append_round(run_dir / "metrics.jsonl", record)
                 done.append(record)
                 round_started = now

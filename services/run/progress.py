@@ -121,11 +121,16 @@ class RoundProgress:
             return "critic"
         return "training"
 
-    def complete(self) -> bool:
-        """All groups closed and both models trained on this round."""
+    def complete(self, mode: str = "sync") -> bool:
+        """All groups closed and (sync mode) both models trained on this round.
+
+        Asynchronous mode trains whenever enough samples are stored, so a version may cover
+        several rounds and some rounds get none: there a round is done when its groups are.
+        """
         jobs = self.metrics.get("critic/jobs_in_round", 0)
         closed = self.metrics.get("critic/groups_complete", 0) + self.metrics.get("critic/groups_partial", 0)
-        return jobs > 0 and closed >= jobs and {"policy", "reward"} <= set(self.trained)
+        groups_done = jobs > 0 and closed >= jobs
+        return groups_done and (mode == "async" or {"policy", "reward"} <= set(self.trained))
 
     def record(self, accepted_total: float, wall_s: float) -> dict[str, float]:
         """The round's line of metrics.jsonl."""
@@ -152,6 +157,8 @@ class RunProgress:
         self.first_round = first_round
         self.accepted_total = 0.0
         self.versions: dict[str, int] = {}
+        self.latest_trained: dict[str, dict[str, float]] = {}
+        """role → the metrics of its newest version trained on some round (asynchronous mode's records)."""
 
     def round(self, r: int) -> RoundProgress:
         """The progress of round ``r`` (created on first use)."""
@@ -188,6 +195,7 @@ class RunProgress:
         if v.trained_on_round >= 0:
             rp = self.round(int(v.trained_on_round))
             rp.trained[role] = dict(v.metrics)
+            self.latest_trained[role] = dict(v.metrics)
             rp.stamp(f"trained_{role}", first=True)
 
     def on_pool(self, e: TaskPoolEvent) -> None:

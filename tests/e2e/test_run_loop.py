@@ -42,7 +42,9 @@ reward:
   field_chars: 150
   sft: {episodes: 10, steps: 20, eval_episodes: 3}
 critic: {group_timeout_s: 120}
-launcher: {coldstart_dir: COLD, round_timeout_s: 600}
+# The 30-step cold start rarely writes a valid \\boxed{i} yet: these tests check the plumbing, not learning,
+# so the format-collapse guard is off here (its own test below turns it on).
+launcher: {coldstart_dir: COLD, round_timeout_s: 600, max_invalid_answer_rate: 1.0}
 """
 
 
@@ -126,7 +128,8 @@ def test_answer_format_collapse_stops_the_run_with_a_clear_message(tmp_path: Pat
     """A policy lr of 1.0 (no warm-up, no trust region) wrecks the answer format after one update;
     the run must notice it in its metrics and stop (exit 3) instead of burning its budget."""
     run_dir = tmp_path / "run"
-    overrides = ["policy.ppo.lr=1.0", "policy.ppo.max_kl=0", "policy.ppo.warmup_steps=0",
+    overrides = ["env.families.0.observation=window", "policy.sft.steps=150",  # a cold start that answers in format
+                 "policy.ppo.lr=1.0", "policy.ppo.max_kl=0", "policy.ppo.warmup_steps=0",
                  "critic.policy_band=false",  # every group trains: the S̄ differences give advantages in round 0
                  "launcher.max_invalid_answer_rate=0.5", "launcher.invalid_answer_patience=1"]
     cmd = [RLANYTHING, "run", str(write_config(tmp_path, 4, cold)), "--run-dir", str(run_dir)]
@@ -140,3 +143,24 @@ def test_answer_format_collapse_stops_the_run_with_a_clear_message(tmp_path: Pat
     assert rounds[-1]["policy/invalid_answer_rate"] > 0.5   # ... until the lr-1.0 update breaks it
     assert 2 <= len(rounds) < 4  # stopped at the first collapsed round
     assert (run_dir / "report.md").exists()  # the report is still written
+
+
+def test_asynchronous_mode_runs_every_round_and_trains_on_stale_rollouts(tmp_path: Path, cold: Path) -> None:
+    """env.scheduler.mode=async: rounds are released while earlier ones train; the trainers use
+    the behaviour log-probs as π_old and log the mismatch; every round is done once."""
+    run_dir = tmp_path / "run"
+    cmd = [RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir),
+           "--set", "env.families.0.observation=window", "--set", "policy.sft.steps=150",  # answers in format
+           "--set", "env.scheduler.mode=async", "--set", "env.scheduler.max_staleness=1",
+           "--set", "policy.ppo.min_samples_async=8", "--set", "reward.ppo.min_samples_async=8"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rounds = rounds_of(run_dir)
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    for r in rounds:
+        assert r["counts/judged"] == r["counts/trajectories"] == r["critic/trajectories"] > 0
+        assert r["critic/groups_complete"] == r["critic/jobs_in_round"]
+        assert 0 <= r["policy/staleness"] <= 3
+    trained = [r for r in rounds if "policy/version" in r]
+    assert trained and max(r["policy/version"] for r in trained) >= 1  # the policy trained in async mode
+    assert any(r.get("policy/ppo/samples", 0) > 0 and r.get("policy/ppo/logprob_mismatch", -1) >= 0 for r in trained)

@@ -84,3 +84,17 @@ def test_shipped_configs_are_valid() -> None:
     assert paths, "configs/ has no presets"
     for path in paths:
         assert load_config(path).run_name
+
+
+def test_overrides_reach_list_entries_by_index() -> None:
+    from services.common.config import apply_overrides
+    from services.common.errors import ConfigError
+
+    data = {"env": {"families": [{"type": "gym_text", "knobs": {"size": 4}}]}}
+    out = apply_overrides(data, ["env.families.0.observation=window", "env.families.0.knobs.size=5"])
+    assert out["env"]["families"][0] == {"type": "gym_text", "knobs": {"size": 5}, "observation": "window"}
+    assert data["env"]["families"][0]["knobs"]["size"] == 4  # the input is not changed
+    with pytest.raises(ConfigError, match="no index '3'"):
+        apply_overrides(data, ["env.families.3.observation=window"])
+    with pytest.raises(ConfigError, match="is a list"):
+        apply_overrides(data, ["env.families.0=x"])
