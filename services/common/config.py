@@ -1,7 +1,7 @@
 """Run configuration: one YAML file per run, dotted overrides, strict pydantic validation.
 
 Every service reads only its own section. Unknown keys and wrong types fail at start-up with a
-message that names the dotted field and the bad value (STYLE.md guideline 7). This module must
+message that names the dotted field and the bad value. This module must
 stay importable without torch or grpc.
 """
 
@@ -194,7 +194,7 @@ class ModelConfig(StrictModel):
 
 
 class PPOConfig(StrictModel):
-    """PPO-clip with the k3 KL term (ALGORITHM.md, training step); used by both trainers."""
+    """PPO-clip with the k3 KL term (docs/algorithm.md, training step); used by both trainers."""
 
     eps: float = Field(0.2, gt=0, lt=1, description="Clip range ε.")
     beta: float = Field(0.01, ge=0, description="KL coefficient β (k3 estimator).")

@@ -1,7 +1,7 @@
 """Thin entry point shared by `python -m services.<name> --config FILE [--set key=value ...]`.
 
 Parses and validates the config first (a bad config fails before any work, exit code 2), then
-imports the service's heavy modules and runs it (STYLE.md guideline 9).
+imports the service's heavy modules and runs it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one exception hierarchy of RLAnything (STYLE.md guideline 10).
+"""The one exception hierarchy of RLAnything.
 
 Categories also inherit the matching stdlib class, so callers may catch either. Every class is
 picklable (plain ``args``) so it survives multiprocessing and logging.

@@ -1,6 +1,6 @@
 """Generate the Python stubs of `proto/rlanything/v1/*.proto` into the `rlanything.v1` package.
 
-One proto source, one codegen target (STYLE.md guideline 19). The stubs are committed so that
+One proto source, one codegen target. The stubs are committed so that
 services import them without a build step; `check` regenerates them into a temporary folder and
 fails when the committed files differ (stale stubs).
 

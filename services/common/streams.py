@@ -1,4 +1,4 @@
-"""The JetStream streams and subjects of RLAnything (see DESIGN.md, data flow).
+"""The JetStream streams and subjects of RLAnything (the README's architecture).
 
 Work-queue streams hand each message to exactly one worker and delete it on ack; limits streams
 keep an event log that can be replayed (re-judging old trajectories is a replay, not a re-run).

@@ -1,6 +1,6 @@
 """One PPO update over a round's samples — the training step both trainers run.
 
-"A few optimizer steps per round, one pass over the round's data" (ALGORITHM.md): the kept
+"A few optimizer steps per round, one pass over the round's data" (docs/algorithm.md): the kept
 samples are split into ``optimizer_steps`` minibatches, one AdamW step each, with the loss of
 `services.common.algo.ppo_loss`. π_old is recomputed with the current weights before the update
 (synchronous mode) or taken from the behaviour log-probs (asynchronous mode); the mismatch

@@ -3,7 +3,7 @@
 Each closed group contributes a flat dict of sums (keys ``sum/...``) and maxima (``max/...``),
 stored with the group, so a round's metrics are recomputed exactly after a restart and a group
 re-closed after a crash replaces its own contribution instead of adding to it. `round_metrics`
-turns the sums of one round into the slash-namespaced metrics of ALGORITHM.md (arXiv 2602.02488):
+turns the sums of one round into the slash-namespaced metrics of docs/algorithm.md (arXiv 2602.02488):
 
 | metric | definition |
 |---|---|

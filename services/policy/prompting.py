@@ -1,4 +1,4 @@
-"""Step prompts and answer parsing for the policy (pure; arXiv 2602.02488 §3, ALGORITHM.md).
+"""Step prompts and answer parsing for the policy (pure; arXiv 2602.02488 §3, docs/algorithm.md).
 
 Multi-step tasks: the prompt holds the task text, the recent history of observations and
 actions, the current observation and the admissible actions numbered from 1; the agent ends

@@ -1,4 +1,4 @@
-"""The judge's prompt for one agent step (pure; arXiv 2602.02488 §3, ALGORITHM.md "three models").
+"""The judge's prompt for one agent step (pure; arXiv 2602.02488 §3, docs/algorithm.md "three models").
 
 The generative reward model reads the agent's step prompt, the agent's response and the
 observation that followed, and judges the step against a rubric: the action suits the

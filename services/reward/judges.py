@@ -1,4 +1,4 @@
-"""Implementations of the reward model: m votes per step (arXiv 2602.02488, ALGORITHM.md loop 2).
+"""Implementations of the reward model: m votes per step (arXiv 2602.02488, docs/algorithm.md loop 2).
 
 Selected by config ``reward.backend``:
 

@@ -1,4 +1,4 @@
-"""NetworkPolicies allow exactly the flows of DESIGN.md and deny everything else.
+"""NetworkPolicies allow exactly the flows of the architecture (README) and deny everything else.
 
 The rendered policies are evaluated (tests/k8s/kube.py: `flow_allowed`) for every pair of pods
 and every container port, so a policy that opens too much fails as surely as one that opens too
@@ -26,7 +26,7 @@ PART_OF = {"app.kubernetes.io/part-of": "rlanything"}
 
 
 def _expected_in_namespace(src: str, dst: str, port: int) -> bool:
-    """The pod-to-pod flows of DESIGN.md inside the namespace."""
+    """The pod-to-pod flows of the architecture (README) inside the namespace."""
     if dst == "nats":
         return port == 4222 and src in ROLES  # every service -> the event bus
     if dst == "env":

@@ -1,6 +1,6 @@
 """Turn training samples into padded tensors (pure; shared by the policy and RM trainers).
 
-**Fix over the reference** (ALGORITHM.md): a sample dropped for being too long is dropped
+**Fix over the reference** (docs/algorithm.md): a sample dropped for being too long is dropped
 together with its advantage, so advantages stay aligned with their samples.
 """
 

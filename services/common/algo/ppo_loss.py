@@ -1,6 +1,6 @@
 """PPO-clip loss with the k3 KL term, shared by the policy and reward-model trainers.
 
-Source: arXiv 2602.02488 (RLAnything), "Training step", restated in ALGORITHM.md. Per response
+Source: arXiv 2602.02488 (RLAnything), "Training step", restated in docs/algorithm.md. Per response
 token, with d = clamp(log π_θ − log π_old, −10, 10) and ρ = exp(d):
 
     surrogate = min(ρ·A, clip(ρ, 1−ε, 1+ε)·A),  and for A < 0: max(surrogate, c·A)  (dual clip, c > 1)

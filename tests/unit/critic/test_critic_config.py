@@ -1,4 +1,4 @@
-"""The critic's config section: defaults from ALGORITHM.md, constraints, band check."""
+"""The critic's config section: defaults from docs/algorithm.md, constraints, band check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The candidate acceptance rule at its edges (ALGORITHM.md, loop 3)."""
+"""The candidate acceptance rule at its edges (docs/algorithm.md, loop 3)."""
 
 from __future__ import annotations
 

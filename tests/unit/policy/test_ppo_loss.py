@@ -1,4 +1,4 @@
-"""The PPO-clip + k3 loss (ALGORITHM.md, training step) and sample batching."""
+"""The PPO-clip + k3 loss (docs/algorithm.md, training step) and sample batching."""
 
 from __future__ import annotations
 
