@@ -54,7 +54,8 @@ def _status(config: RunConfig, progress: RunProgress, done: list[dict[str, float
                                f"{len(rp.judged)} judged")
     fmt = lambda k: f"{last[k]:.3f}" if k in last else "–"  # noqa: E731
     table.add_row("last round", f"success {fmt('policy/success_train')}  held-out {fmt('policy/success_heldout')}  "
-                                f"RM step acc {fmt('reward/step_accuracy')}  in band {fmt('env/in_band_share')}")
+                                f"RM step acc {fmt('reward/step_accuracy')}  in band {fmt('env/in_band_share')}  "
+                                f"invalid answers {fmt('policy/invalid_answer_rate')}")
     table.add_row("variants", f"accepted {int(progress.accepted_total)}   versions: policy "
                               f"{progress.versions.get('policy', 0)}, reward {progress.versions.get('reward', 0)}")
     table.add_row("time", f"{time.monotonic() - started:.0f} s elapsed" + (f", ETA {eta:.0f} s" if eta else ""))
