@@ -30,7 +30,7 @@ from services.common.streams import Subjects
 from services.env.pool import TaskPool
 from services.env.slots import ref_of
 
-__all__ = ["Scheduler", "round_ready", "band_weights", "weighted_sample"]
+__all__ = ["Scheduler", "round_ready", "band_weights", "weighted_sample", "candidate_in_flight"]
 
 log = logging.getLogger("rlanything.env.scheduler")
 T = TypeVar("T")
@@ -39,6 +39,17 @@ T = TypeVar("T")
 def round_ready(next_round: int, policy_round: int, reward_round: int) -> bool:
     """Sync mode: may round ``next_round`` start? (-1 = that model has not trained yet)."""
     return next_round == 0 or (policy_round >= next_round - 1 and reward_round >= next_round - 1)
+
+
+def candidate_in_flight(open_jobs: Sequence[str], slot_id: str, version: int) -> bool:
+    """Async mode: is a rollout job for this pending candidate still open (ids ``r<round>/<slot>/v<version>``)?
+
+    One job decides a candidate. A second one, released while the first was in flight, could
+    find the candidate already rejected and dropped (measured: NOT_FOUND five times, the job
+    dead-lettered and its round never completed).
+    """
+    suffix = f"/{slot_id}/v{version}"
+    return any(job.endswith(suffix) for job in open_jobs)
 
 
 def band_weights(slots: Sequence[TaskSlot], low: float, high: float, out_of_band: float) -> list[float]:
@@ -145,7 +156,7 @@ class Scheduler:
         for slot in chosen:
             jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng))
         for slot in slots:
-            if slot.HasField("pending"):
+            if slot.HasField("pending") and not candidate_in_flight(state.open_jobs, slot.slot_id, slot.pending.version):
                 jobs.append(self._job(round_, slot, slot.pending, True, min_policy_version, rng))
         if self.is_eval_round(round_):
             for slot in every:
