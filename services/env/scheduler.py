@@ -156,7 +156,8 @@ class Scheduler:
         for slot in chosen:
             jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng))
         for slot in slots:
-            if slot.HasField("pending") and not candidate_in_flight(state.open_jobs, slot.slot_id, slot.pending.version):
+            if (slot.HasField("pending") and f"{slot.slot_id}/v{slot.pending.version}" not in state.candidate_jobs
+                    and not candidate_in_flight(state.open_jobs, slot.slot_id, slot.pending.version)):
                 jobs.append(self._job(round_, slot, slot.pending, True, min_policy_version, rng))
         if self.is_eval_round(round_):
             for slot in every:
@@ -173,6 +174,9 @@ class Scheduler:
                 new.CopyFrom(s)
             new.next_round = round_ + 1
             new.jobs_published += len(jobs)
+            # one job decides a candidate: a second one (released before the first one's report was
+            # handled) could find it rejected and dropped — NOT_FOUND, dead-lettered, a round that never ends
+            new.candidate_jobs.extend(f"{j.task.slot_id}/v{j.task.version}" for j in jobs if j.is_candidate)
             if self.cfg.mode == "async":
                 new.open_jobs.extend(j.job_id for j in jobs)
             return new
