@@ -41,7 +41,7 @@ def test_update_stops_before_the_minibatch_whose_kl_exceeds_max_kl() -> None:
     metrics = ppo_update(after, torch.optim.AdamW(after.parameters(), lr=0.03), _samples(),
                          PPOConfig(optimizer_steps=4, epochs=2, lr=0.03, max_kl=0.2), pad_id=0)
     assert metrics["ppo/early_stopped"] == 1.0 and metrics["ppo/reverted_steps"] == 0.0
-    assert 1.0 <= metrics["ppo/optimizer_steps"] < 8.0
+    assert metrics["ppo/optimizer_steps"] == 1.0  # measured: one step inside, the second minibatch already outside
     assert metrics["ppo/kl_max"] > 0.2
     assert not math.isnan(metrics["ppo/kl"])
     changed = any(not torch.equal(p, q) for p, q in zip(before.parameters(), after.parameters()))
