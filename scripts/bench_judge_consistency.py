@@ -4,8 +4,8 @@ Usage: python scripts/bench_judge_consistency.py [bench/judge_consistency.md] [-
 
 1. Record FIXED ε-expert FrozenLake trajectories in-process (G rollouts per task, oracle step
    labels), plus held-out trajectories on other maps.
-2. Cold-start a tiny judge with noisy labels (`services.reward.sft.run_judge_sft`, label noise 0.3).
-3. Rounds of loop 2 on the same fixed trajectories (`services.reward.offline.consistency_round`):
+2. Cold-start a tiny judge with noisy labels (`services.offline.judge_sft.run_judge_sft`, label noise 0.3).
+3. Rounds of loop 2 on the same fixed trajectories (`services.offline.judge_eval.consistency_round`):
    judge every step m times, consistency rewards by the critic's own group evaluation, one PPO
    update with the trainers' `ppo_update`. The oracle labels are never used for training.
 4. Step accuracy (sign of S̄ vs the oracle label, ties wrong) of each round's votes on the fixed
@@ -35,10 +35,10 @@ from services.common.config import FamilyConfig, JudgeSFTConfig, PPOConfig, Tiny
 from rlanything.v1.events_pb2 import Trajectory  # noqa: E402
 from services.common.models.generation import HFGenerator  # noqa: E402
 from services.env.families.gym_text import FrozenLakeFamily  # noqa: E402
-from services.reward.episodes import record_groups  # noqa: E402
+from services.offline.judge_episodes import record_groups  # noqa: E402
 from services.reward.judges import JudgeSettings, LLMJudge  # noqa: E402
-from services.reward.offline import JudgeAccuracy, consistency_round, judge_accuracy, judge_trajectories  # noqa: E402
-from services.reward.sft import JudgeSFTResult, judge_specs, run_judge_sft  # noqa: E402
+from services.offline.judge_eval import JudgeAccuracy, consistency_round, judge_accuracy, judge_trajectories  # noqa: E402
+from services.offline.judge_sft import JudgeSFTResult, judge_specs, run_judge_sft  # noqa: E402
 
 FAMILY = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
 FIXED_SEED_BASE = 990_000_000

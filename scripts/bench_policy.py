@@ -33,7 +33,7 @@ from services.common.nats_server import NatsServer, free_port  # noqa: E402
 from services.common.training import ppo_update  # noqa: E402
 from services.env.families.gym_text import FrozenLakeFamily  # noqa: E402
 from services.policy.prompting import step_chat  # noqa: E402
-from services.policy.sft import build_tiny_for, demonstrations  # noqa: E402
+from services.offline.policy_sft import build_tiny_for, demonstrations  # noqa: E402
 
 BATCH, NEW_TOKENS, REPEATS = 16, 32, 8
 

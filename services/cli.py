@@ -37,7 +37,7 @@ def up(
 
     Exits 0 after Ctrl-C/SIGTERM, 1 when a service dies or never becomes healthy, 2 on a bad config.
     """
-    from services.launcher import Launcher, new_run_dir
+    from services.run.launcher import Launcher, new_run_dir
 
     run_config = _load(config, overrides)
     if run_dir is None:
@@ -68,8 +68,9 @@ def run(
     all ``env.scheduler.rounds`` rounds are done, 130 after Ctrl-C (resume with --resume),
     1 when a service dies, 2 on a bad config.
     """
-    from services.launcher import new_run_dir
+    from services.run.launcher import new_run_dir
     from services.run.coldstart import coldstart_judge, coldstart_policy
+    from services.run.sources import needs_judge_source, needs_policy_source
     from services.run.driver import load_for_resume, run_loop
 
     if resume is not None:
@@ -89,10 +90,9 @@ def run(
             raise typer.Exit(2)
         if run_config.launcher.coldstart:
             say = lambda msg: console.print(msg, highlight=False)  # noqa: E731
-            if not run_config.policy.model.source and run_config.policy.model.backend == "hf":
+            if needs_policy_source(run_config) and run_config.policy.model.backend == "hf":
                 run_config.policy.model.source = coldstart_policy(run_config, say)
-            if (not run_config.reward.model.source and run_config.reward.backend == "llm"
-                    and run_config.reward.model.backend == "hf"):
+            if needs_judge_source(run_config) and run_config.reward.model.backend == "hf":
                 run_config.reward.model.source = coldstart_judge(run_config, say)
         target = run_dir or new_run_dir(run_config.launcher.runs_dir, run_config.run_name)
     try:
@@ -120,7 +120,7 @@ def sft(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.env.families.registry import build_family
-    from services.policy.sft import run_sft
+    from services.offline.policy_sft import run_sft
 
     run_config = _load(config, overrides)
     try:

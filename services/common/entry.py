@@ -60,6 +60,10 @@ def service_main(name: str, factory: str) -> None:
 
         try:
             service = getattr(importlib.import_module(module_name), attr)(run_config)
+        except ConfigError as exc:
+            typer.echo(f"{name}: config error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        try:
             code = _run_without_joining_threads(run_service(service))
         except ServiceFailedError as exc:
             typer.echo(f"{name}: {exc}", err=True)

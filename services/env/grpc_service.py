@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 from rlanything.v1 import env_pb2, env_pb2_grpc
 
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
-from services.env.oracle import step_label
 from services.env.pool import TaskPool, spec_of
 from services.env.sessions import SessionStore
 from services.env.slots import find_version, ref_of
+from services.env.stepping import reset_episode, step_episode
 
 __all__ = ["EnvironmentServicer", "SERVICE_NAME"]
 
@@ -57,34 +55,13 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         family = self.pool.family(slot.family)
         version = find_version(slot, request.task.version)
         spec = spec_of(slot.family, version)
-        episode = await asyncio.to_thread(family.make_episode, spec, int(request.seed))
-        plan = await asyncio.to_thread(episode.oracle_plan)
-        session = self.sessions.add(ref_of(slot, version), episode,
-                                    family.max_steps, None if plan is None else len(plan))
-        return env_pb2.ResetResponse(session_id=session.session_id, task_text=episode.task_text,
-                                     observation=episode.observation,
-                                     admissible_actions=list(episode.admissible_actions),
-                                     single_turn=episode.single_turn, max_steps=family.max_steps)
+        return await reset_episode(self.sessions, ref_of(slot, version), family, spec, int(request.seed))
 
     @map_errors
     async def Step(self, request: env_pb2.StepRequest, context: grpc.aio.ServicerContext) -> env_pb2.StepResponse:
         if not request.session_id:
             raise InvalidArgumentError("session_id is required")
-        session = self.sessions.get(request.session_id)
-        async with session.lock:
-            if session.done:
-                raise InvalidArgumentError(f"session {request.session_id} has ended; call Reset for a new episode")
-            before = session.plan_length
-            result = await asyncio.to_thread(session.episode.step, request.action)
-            session.steps += 1
-            session.plan_length = result.oracle_plan_length
-            truncated = not result.terminated and session.steps >= session.max_steps
-            session.done = result.terminated or truncated
-            label = step_label(before, result.oracle_plan_length, result.won, session.episode.single_turn)
-        return env_pb2.StepResponse(observation=result.observation, admissible_actions=list(result.admissible_actions),
-                                    reward=result.reward, terminated=result.terminated, truncated=truncated,
-                                    won=result.won, oracle_label=label,
-                                    oracle_plan_length=result.oracle_plan_length or 0)
+        return await step_episode(self.sessions.get(request.session_id), request.action)
 
     @map_errors
     async def Close(self, request: env_pb2.CloseRequest, context: grpc.aio.ServicerContext) -> env_pb2.CloseResponse:

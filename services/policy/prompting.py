@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["HistoryItem", "step_chat", "single_turn_chat", "last_boxed", "parse_action_index",
+from services.common.answers import last_boxed
+
+__all__ = ["HistoryItem", "step_chat", "single_turn_chat", "parse_action_index",
            "SYSTEM_PROMPT"]
 
 SYSTEM_PROMPT = "You are an agent solving a task step by step. Think briefly, then answer."
@@ -44,24 +46,6 @@ def single_turn_chat(question: str) -> list[dict[str, str]]:
     """The chat for a single-turn task: the question, answer in ``\\boxed{}``."""
     return [{"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"{question.strip()}\nPut your final answer in \\boxed{{}}."}]
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` in ``text`` (nested braces allowed); None if absent
-    or unterminated."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    i = start + len("\\boxed{")
-    depth = 1
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j].strip()
-    return None
 
 
 def parse_action_index(text: str, n_actions: int) -> int | None:

@@ -22,7 +22,8 @@ from rlanything.v1.events_pb2 import RolloutJob, Trajectory, TrajectoryStep
 
 from services.common.models.generation import Generator, Sampling
 from services.policy.env_clients import EnvClient
-from services.policy.prompting import HistoryItem, last_boxed, parse_action_index, single_turn_chat, step_chat
+from services.common.answers import last_boxed
+from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
 
 __all__ = ["run_group", "sampling_of"]
 

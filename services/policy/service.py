@@ -17,14 +17,15 @@ from services.common.checkpoints import VersionStore
 from services.common.config import PolicyServiceConfig, RunConfig
 from services.common.errors import InvalidEventError, TransientError
 from services.common.kv import ProtoBucket
+from services.common.models.factory import build_generator
 from services.common.models.generation import Generator, HFGenerator
+from services.common.models.source import require_source
 from services.common.nats_server import free_port
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.common.trainer_shell import Trainer
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
-from services.policy.models import build_generator, initial_source
 from services.policy.openai_api import EmbeddedServer, build_app
 from services.policy.rollout import run_group
 
@@ -40,7 +41,7 @@ class PolicyService(Service):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.cfg: PolicyServiceConfig = config.policy
-        self.source = initial_source(self.cfg.model, config.env.families[0], self.cfg.rollout.history_steps)
+        self.source = require_source("policy", self.cfg.model)
         self.generator: Generator = build_generator(self.cfg.model, self.source)
         self.serves = self.cfg.role in ("all", "rollout")
         self.trains = self.cfg.role in ("all", "trainer")

@@ -26,7 +26,7 @@ from rlanything.v1.reward_pb2 import StepToJudge
 
 from services.common.config import RewardServiceConfig
 from services.common.models.generation import Generator, Sampling
-from services.policy.models import build_generator
+from services.common.models.factory import build_generator
 from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, judge_chat
 from services.reward.votes import label_vote, mean_vote, parse_vote
 

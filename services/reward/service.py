@@ -27,13 +27,14 @@ from services.common.checkpoints import VersionStore
 from services.common.config import RewardServiceConfig, RunConfig
 from services.common.kv import ProtoBucket
 from services.common.models.generation import HFGenerator
+from services.common.models.source import require_source
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.common.trainer_shell import Trainer
 from services.reward.batcher import JudgeBatcher
 from services.reward.grpc_service import SERVICE_NAME, RewardModelServicer
 from services.reward.judges import Judge, build_judge
-from services.reward.models import VersionOnlyTrainer, judge_source
+from services.reward.version_only import VersionOnlyTrainer
 from services.reward.worker import ConcurrentConsumer, JudgedMarks, TrajectoryJudger
 
 __all__ = ["RewardService"]
@@ -52,7 +53,7 @@ class RewardService(Service):
         self.cfg: RewardServiceConfig = config.reward
         self.judges = self.cfg.role in ("all", "judge")
         self.trains = self.cfg.role in ("all", "trainer")
-        self.source = judge_source(self.cfg, config.env.families[0]) if self.cfg.backend == "llm" else ""
+        self.source = require_source("reward", self.cfg.model) if self.cfg.backend == "llm" else ""
         self.judge: Judge | None = build_judge(self.cfg, self.source) if self.judges else None
         self._judge_consumer: ConcurrentConsumer[Trajectory] | None = None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD
 
 from services.common.algo.integrated_reward import mean_vote
-from services.policy.prompting import last_boxed
+from services.common.answers import last_boxed
 
 __all__ = ["VALID_VERDICTS", "parse_vote", "mean_vote", "label_vote", "majority_vote"]
 

@@ -33,7 +33,7 @@ def _family_key(fam_cfg: object) -> dict:
 def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
     """The cold-started policy's directory (trained now unless cached)."""
     from services.env.families.registry import build_family
-    from services.policy.sft import run_sft
+    from services.offline.policy_sft import run_sft
 
     pcfg = config.policy
     fam_cfg = config.env.families[0]
@@ -55,7 +55,7 @@ def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
     """The cold-started (noisy) judge's directory (trained now unless cached)."""
     from services.env.families.registry import build_family
     from services.reward.judges import JudgeSettings
-    from services.reward.sft import run_judge_sft
+    from services.offline.judge_sft import run_judge_sft
 
     rcfg = config.reward
     fam_cfg = config.env.families[0]

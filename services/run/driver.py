@@ -18,7 +18,7 @@ from rlanything.v1.events_pb2 import ModelVersion, RoundMetrics, TaskPoolEvent
 from services.common.config import RunConfig, dump_config, load_config
 from services.common.errors import ServiceFailedError
 from services.common.streams import Subjects
-from services.launcher import Launcher
+from services.run.launcher import Launcher
 from services.run.guards import format_collapse
 from services.run.monitor import subscribe_progress
 from services.run.progress import RunProgress

@@ -19,7 +19,7 @@ import yaml
 
 from services.common.config import FamilyConfig, RewardServiceConfig
 from services.common.nats_server import NatsServer, free_port
-from services.reward.models import judge_source
+from services.offline.bootstrap import tiny_judge
 from tests.conftest import ServiceProcess
 
 VOTES = 3
@@ -53,7 +53,7 @@ def contract_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_model(contract_dir: Path) -> Path:
     cfg = RewardServiceConfig(model={"cache_dir": str(contract_dir / "models"), "tiny": {"hidden_size": 64}},
                               prompt_chars=200, field_chars=120)
-    return Path(judge_source(cfg, FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})))
+    return Path(tiny_judge(cfg, FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})))
 
 
 def _start(name: str, section: dict, nats: NatsServer, where: Path) -> ServiceProcess:

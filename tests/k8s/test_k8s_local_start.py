@@ -51,20 +51,23 @@ OVERLAY = "default"
 backend such as vllm, which cannot start here)."""
 
 START_TIMEOUT_S = 90.0
-"""Seconds every pod gets to report SERVING (about 20 s on 2 idle cores: six processes build tiny models)."""
+"""Seconds every pod gets to report SERVING (they load the bootstrap Job's models)."""
+BOOTSTRAP_TIMEOUT_S = 180.0
+"""Seconds the bootstrap Job gets to build the tiny policy and judge (about 15 s on 2 idle cores)."""
 
 
 class LocalPod:
     """One workload's container run as a local process, as the kubelet would run it."""
 
     def __init__(self, manifests: Manifests, workload: dict[str, Any], root: Path,
-                 addresses: dict[tuple[str, int], tuple[str, int]], local_ports: dict[str, int]) -> None:
-        self.name = workload["metadata"]["name"]
+                 addresses: dict[tuple[str, int], tuple[str, int]], local_ports: dict[str, int],
+                 container: dict[str, Any] | None = None) -> None:
+        self.name = workload["metadata"]["name"] + (f"-{container['name']}" if container else "")
         self.workload = workload
-        self.container = main_container(workload)
+        self.container = container or main_container(workload)
         self.local_ports = local_ports
         self.addresses = addresses
-        self.dir = root / self.name
+        self.dir = root / workload["metadata"]["name"]
         self.log_path = root / f"{self.name}.log"
         self.mounts = self._materialize_volumes(manifests, root)
         self.env = {k: self._remap(v) for k, v in container_env(manifests, workload, self.container).items()}
@@ -115,6 +118,8 @@ class LocalPod:
             config.write_text(self._remap_paths_in_text(config.read_text()))
             return [find_nats_server(), "--config", str(config), "-a", "127.0.0.1",
                     "-p", str(self.local_ports["client"]), "-m", str(self.local_ports["monitor"])]
+        if raw[:2] == ["sh", "-c"]:  # a shell step (an init container): its in-pod paths mapped
+            return ["sh", "-c", self._remap_paths_in_text(raw[2])]
         assert raw[:2] == ["python", "-m"], raw
         argv = [sys.executable, "-m", raw[2]]
         module = raw[2].removeprefix("services.")
@@ -124,9 +129,11 @@ class LocalPod:
                 config = self._local_file(value)
                 self._rewrite_run_config(config, module)
                 argv += [flag, str(config)]
-            else:
+            elif "=" in value:
                 key, _, v = value.partition("=")
                 argv += [flag, f"{key}={self._remap(v)}"]
+            else:
+                argv += [flag, self._remap(value)]
         return argv
 
     def _local_file(self, pod_path: str) -> Path:
@@ -135,9 +142,12 @@ class LocalPod:
         return local
 
     def _remap_paths_in_text(self, text: str) -> str:
-        for mount_path, local in self.mounts.items():
-            text = re.sub(rf"(?<![\w/.]){re.escape(mount_path)}(?=[/\s\"']|$)", str(local), text, flags=re.M)
-        return text
+        """Every in-pod mount path in ``text`` mapped in one pass (a mapped path is not mapped again)."""
+        if not self.mounts:
+            return text
+        alternatives = "|".join(re.escape(m) for m in self.mounts)  # longest first (see _materialize_volumes)
+        pattern = rf"(?<![\w/.])({alternatives})(?=[/\s\"'\]]|$)"
+        return re.sub(pattern, lambda m: str(self.mounts[m.group(1)]), text, flags=re.M)
 
     def _rewrite_run_config(self, path: Path, module: str) -> None:
         """This pod's copy of run.yaml: its own ports on loopback, local paths and addresses."""
@@ -150,6 +160,13 @@ class LocalPod:
             return self._remap(node) if isinstance(node, str) else node
 
         data = walk(yaml.safe_load(path.read_text()))
+        if module not in ("env", "policy", "reward", "critic"):  # a one-shot job: no ports, CPU only
+            for name in ("policy", "reward"):
+                model = data.get(name, {}).get("model") or {}
+                if model.get("device", "").startswith("cuda") and not _cuda_available():
+                    model["device"] = "cpu"
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+            return
         section = data.setdefault(module, {})
         section.setdefault("server", {})["host"] = "127.0.0.1"
         # Every port of this service that is one of the container's ports moves to its loopback port.
@@ -188,6 +205,17 @@ class LocalPod:
                 return r.status == 200
         except OSError:
             return False
+
+    def run_to_completion(self, timeout_s: float) -> None:
+        """A Job's or an init container's run: it must exit 0 within ``timeout_s``."""
+        self.start()
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.name} did not finish within {timeout_s} s:\n{self.log()}") from None
+        assert code == 0, f"{self.name} exited with {code}:\n{self.log()}"
 
     def send_sigterm(self) -> None:
         """What the kubelet does first when the pod is deleted."""
@@ -310,8 +338,14 @@ def test_nats_starts_from_its_manifest_and_requires_the_secret_credentials(clust
 
 def test_services_start_as_the_manifests_start_them_and_report_serving(cluster) -> None:
     manifests, local, _ = cluster
+    # The bootstrap Job first: it writes the starting models the policy and reward pods load.
+    job = manifests.get("Job", "model-bootstrap")
+    LocalPod(manifests, job, local["root"], local["addresses"], {}).run_to_completion(BOOTSTRAP_TIMEOUT_S)
     pods = [LocalPod(manifests, manifests.deployment(name), local["root"], local["addresses"], local["ports"][name])
             for name in ROLES]
+    for pod in pods:  # init containers (waiting for the Job's READY file) run before the pod starts
+        for init in pod_spec(pod.workload).get("initContainers", []):
+            LocalPod(manifests, pod.workload, local["root"], local["addresses"], {}, init).run_to_completion(10)
     try:
         for pod in pods:
             pod.start()
@@ -324,6 +358,9 @@ def test_services_start_as_the_manifests_start_them_and_report_serving(cluster) 
                 probe = pod.container[kind]["grpc"]
                 status = check_health_sync(f"127.0.0.1:{pod.local_ports['grpc']}", probe.get("service", ""))
                 assert status == "SERVING", f"{pod.name}: {kind} would see {status}"
+        for pod in pods:  # no pod built a model of its own: they serve what the Job wrote
+            built = sorted(p.name for p in (pod.mounts["/cache"] / "models").glob("tiny-*")) if "/cache" in pod.mounts else []
+            assert built == [], f"{pod.name} built {built} in-process"
         for pod in pods:
             pod.send_sigterm()
         codes = {pod.name: pod.wait_exit() for pod in pods}

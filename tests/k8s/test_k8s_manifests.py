@@ -263,15 +263,18 @@ def test_nats_config_agrees_with_its_statefulset_and_service(overlay: str) -> No
 def test_every_container_is_probed_sized_and_locked_down(overlay: str) -> None:
     manifests = render(overlay)
     problems = []
-    for workload in manifests.workloads():
+    for workload in [*manifests.workloads(), *manifests.of_kind("Job")]:
         spec = pod_spec(workload)
         pod_sc = spec.get("securityContext", {})
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         for c in all_containers(workload):
             where = f"{workload['metadata']['name']}/{c['name']}"
             sc = {**pod_sc, **c.get("securityContext", {})}
+            # Probes belong to long-running containers: an init container or a Job's container
+            # runs to completion (Kubernetes rejects probes on init containers).
+            long_running = workload["kind"] != "Job" and c in spec["containers"]
             for probe in ("readinessProbe", "livenessProbe"):
-                if probe not in c:
+                if long_running and probe not in c:
                     problems.append(f"{where}: no {probe}")
             resources = c.get("resources", {})
             for kind in ("requests", "limits"):
@@ -433,3 +436,26 @@ def _strip_hash(obj: Any) -> Any:
     if isinstance(obj, str):
         return re.sub(r"^(rlanything-config|nats-config|nats-auth)-[a-z0-9]{10}$", r"\1", obj)
     return obj
+
+
+@pytest.mark.parametrize("overlay", ALL)
+def test_the_bootstrap_job_writes_the_models_the_pods_wait_for_and_load(overlay: str) -> None:
+    manifests = render(overlay)
+    job = manifests.get("Job", "model-bootstrap")
+    container = main_container(job)
+    command = [*container["command"], *container["args"]]
+    assert command[:3] == ["python", "-m", "services.offline.bootstrap"], command
+    out = command[command.index("--out") + 1]
+    writable = [m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")]
+    assert any(PurePosixPath(out).is_relative_to(m) for m in writable), f"--out {out} is not a writable volume"
+    for name, (module, _) in ROLES.items():
+        if module not in ("policy", "reward"):
+            continue
+        deployment = manifests.deployment(name)
+        (init,) = pod_spec(deployment)["initContainers"]
+        assert f"[ -f {out}/READY ]" in " ".join(init["command"]), f"{name}: its init container must wait for {out}/READY"
+        config, _, _ = _role_config(manifests, name)
+        if module == "reward" and config.reward.backend != "llm":
+            continue  # an external judge loads no weights
+        source = getattr(config, module).model.source
+        assert source == f"{out}/{'policy' if module == 'policy' else 'judge'}", f"{name}: model.source {source!r}"

@@ -95,7 +95,7 @@ def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor,
         d_ref_BT = torch.clamp(logp_new_BT - logp_ref_BT.detach(), -10.0, 10.0)
         ref_kl_t = token_mean(torch.exp(-d_ref_BT) - 1 + d_ref_BT, mask_BT).mean()
         loss = loss + ref_beta * ref_kl_t
-        ref_kl = float(ref_kl_t)
+        ref_kl = float(ref_kl_t.detach())
     with torch.no_grad():
         n_tokens = mask_BT.sum().clamp(min=1)
         clipped = (((ratio_BT < 1 - eps) | (ratio_BT > 1 + eps)).to(mask_BT.dtype) * mask_BT).sum() / n_tokens

@@ -8,7 +8,7 @@ import pytest
 
 from services.common.config import FamilyConfig, TinyModelConfig
 from services.env.families.gym_text import FrozenLakeFamily
-from services.policy.sft import build_tiny_for, demonstrations
+from services.offline.policy_sft import build_tiny_for, demonstrations
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,10 @@ import torch
 from services.common.config import FamilyConfig, JudgeSFTConfig, PPOConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
 from services.env.families.gym_text import FrozenLakeFamily
-from services.reward.episodes import record_groups
+from services.offline.judge_episodes import record_groups
 from services.reward.judges import JudgeSettings, LLMJudge
-from services.reward.offline import consistency_round
-from services.reward.sft import JudgeSFTResult, judge_specs, run_judge_sft
+from services.offline.judge_eval import consistency_round
+from services.offline.judge_sft import JudgeSFTResult, judge_specs, run_judge_sft
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

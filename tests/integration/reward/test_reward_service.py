@@ -19,9 +19,9 @@ from services.common.config import FamilyConfig
 from services.common.models.generation import HFGenerator
 from services.common.streams import Subjects
 from services.env.families.gym_text import FrozenLakeFamily
-from services.reward.episodes import record_group
+from services.offline.judge_episodes import record_group
 from services.reward.judges import steps_of
-from services.reward.sft import judge_specs
+from services.offline.judge_sft import judge_specs
 from tests.support import events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

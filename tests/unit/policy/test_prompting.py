@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.policy.prompting import HistoryItem, last_boxed, parse_action_index, single_turn_chat, step_chat
+from services.common.answers import last_boxed
+from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
 
 
 @pytest.mark.parametrize(("text", "expected"), [

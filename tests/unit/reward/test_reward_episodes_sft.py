@@ -7,10 +7,10 @@ import random
 from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD
 from services.common.config import FamilyConfig
 from services.env.families.gym_text import FrozenLakeFamily
-from services.reward.episodes import record_group, record_groups
+from services.offline.judge_episodes import record_group, record_groups
 from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT
 from services.reward.judges import JudgeSettings
-from services.reward.sft import judge_examples, judge_specs
+from services.offline.judge_sft import judge_examples, judge_specs
 
 FAM = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
 

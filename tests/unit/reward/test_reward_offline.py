@@ -11,7 +11,7 @@ from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, StepJudgem
 from rlanything.v1.reward_pb2 import StepToJudge
 from services.common.config import PPOConfig
 from services.reward.judges import Judge, LLMJudge, OracleJudge
-from services.reward.offline import consistency_round, judge_accuracy, judge_trajectories
+from services.offline.judge_eval import consistency_round, judge_accuracy, judge_trajectories
 
 G, B = STEP_LABEL_GOOD, STEP_LABEL_BAD
 

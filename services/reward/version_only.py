@@ -1,9 +1,4 @@
-"""Which weights the judge starts from, and the round bookkeeping of judges that never train.
-
-``reward.model.source`` names the judge's weights (a Hugging Face directory, a hub id, or
-``smollm2``); '' builds a tiny judge once into the cache: random weights with a tokenizer trained
-on judge chats of the first family's own episodes (cold-start it with `run_judge_sft` for a
-competent-but-imperfect judge).
+"""The round bookkeeping of judges that never train.
 
 `VersionOnlyTrainer` keeps the synchronous scheduler moving when the judge has no local weights
 (backends ``oracle`` and ``openai``): it counts each round's RM batches exactly like the RM trainer
@@ -15,43 +10,13 @@ the shared `Trainer(frozen=True)`, which has weights to checkpoint.)
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from services.common.checkpoints import VersionStore
-from services.common.config import FamilyConfig, PPOConfig, RewardServiceConfig
+from services.common.config import PPOConfig
 from services.common.kv import ProtoBucket
 from services.common.trainer_shell import TRAINER_METRICS, Trainer
-from services.reward.judges import JudgeSettings
 
-__all__ = ["judge_source", "VersionOnlyTrainer"]
-
-_TOKENIZER_EPISODES = 20
-"""Episodes whose judge chats train the tiny judge's tokenizer."""
-
-
-def judge_source(cfg: RewardServiceConfig, family: FamilyConfig, history_steps: int = 2) -> str:
-    """``cfg.model.source``, or a tiny judge for ``family`` built once into the cache (random weights).
-
-    Raises:
-        ValueError: the family gives no labelled steps (single-turn tasks) and no source is set.
-    """
-    if cfg.model.source:
-        return cfg.model.source
-    from services.env.families.registry import build_family
-    from services.reward.episodes import record_groups
-    from services.reward.sft import TRAIN_SEED_BASE, build_tiny_judge, judge_specs
-
-    t = cfg.model.tiny
-    out = (Path(cfg.model.cache_dir) / f"tiny-judge-{family.type}-h{t.hidden_size}-l{t.layers}-v{t.vocab_size}"
-           f"-p{cfg.prompt_chars}-f{cfg.field_chars}")
-    if not (out / "config.json").exists():
-        fam = build_family(family, Path(cfg.model.cache_dir) / "env")
-        specs = judge_specs(family, _TOKENIZER_EPISODES, TRAIN_SEED_BASE)
-        trajectories = record_groups(fam, specs, 1, cfg.sft.expert_prob, 0, history_steps, prefix="tok")
-        tmp = out.with_name(out.name + ".tmp")
-        build_tiny_judge(trajectories, tmp, t, JudgeSettings.of(cfg))
-        tmp.rename(out)
-    return str(out)
+__all__ = ["VersionOnlyTrainer"]
 
 
 class VersionOnlyTrainer(Trainer):

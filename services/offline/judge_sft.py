@@ -5,7 +5,7 @@ The paper's judge starts competent-but-imperfect (47 % step accuracy on AlfWorld
 (`episodes.record_groups`): each labelled step becomes the judge's chat (`judge_prompt`) with the
 target ``\\boxed{1}`` (GOOD) or ``\\boxed{-1}`` (BAD), and each label is flipped with probability
 ``label_noise`` so the judge learns a softened, imperfect verdict. Training is the policy's own
-cross-entropy loop (`services.policy.sft.supervised_train`) for a fixed step budget.
+cross-entropy loop (`services.offline.policy_sft.supervised_train`) for a fixed step budget.
 
 Accuracy before/after is measured on steps of held-out tasks (seeds disjoint from the training
 seeds and from the pool's) with m votes at the vote temperature (`offline.judge_accuracy`: the
@@ -25,12 +25,12 @@ from rlanything.v1.events_pb2 import Trajectory
 from services.common.config import FamilyConfig, JudgeSFTConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
 from services.env.families.base import TaskFamily, TaskSpec
-from services.policy.expert import Demonstration
-from services.policy.sft import build_tiny_for, supervised_train
-from services.reward.episodes import record_groups
+from services.offline.expert import Demonstration
+from services.offline.policy_sft import build_tiny_for, supervised_train
+from services.offline.judge_episodes import record_groups
 from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, judge_chat
 from services.reward.judges import JudgeSettings, LLMJudge
-from services.reward.offline import JudgeAccuracy, judge_accuracy, judge_trajectories
+from services.offline.judge_eval import JudgeAccuracy, judge_accuracy, judge_trajectories
 from services.reward.votes import label_vote
 
 __all__ = ["JudgeSFTResult", "judge_examples", "build_tiny_judge", "judge_specs", "run_judge_sft",

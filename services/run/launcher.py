@@ -26,6 +26,7 @@ from services.common.config import RunConfig, dump_config
 from services.common.errors import ServiceFailedError
 from services.common.grpc_runtime import check_health_sync
 from services.common.nats_server import NatsServer, die_with_parent, free_port
+from services.run.sources import fill_tiny_sources
 
 __all__ = ["Launcher", "ServiceProcess", "new_run_dir"]
 
@@ -85,6 +86,7 @@ class Launcher:
     def start_services(self) -> None:
         """Write the resolved config and start every service; wait until all report SERVING."""
         assert self.nats is not None, "start_nats() first"
+        fill_tiny_sources(self.config, list(self.config.launcher.services))
         data = self.config.model_dump(mode="json")
         data["nats"]["url"] = self.nats.url
         for name in self.config.launcher.services:

@@ -22,8 +22,8 @@ from services.common.config import FamilyConfig, SFTConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
 from services.common.models.tiny import build_tiny_model, train_tokenizer
 from services.env.families.base import TaskFamily, TaskSpec
-from services.policy.env_clients import LocalEnvClient
-from services.policy.expert import Demonstration, expert_demonstrations
+from services.offline.local_env import LocalEnvClient
+from services.offline.expert import Demonstration, expert_demonstrations
 from services.policy.rollout import run_group
 
 __all__ = ["SFTResult", "demonstrations", "build_tiny_for", "supervised_train", "success_rate", "held_out_specs"]

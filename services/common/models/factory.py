@@ -1,0 +1,27 @@
+"""The generation backend for a model config (shared by the policy and the reward model)."""
+
+from __future__ import annotations
+
+import os
+
+from services.common.config import ModelConfig
+from services.common.models.generation import Generator, HFGenerator, OpenAIGenerator, VLLMGenerator
+
+__all__ = ["build_generator"]
+
+
+def build_generator(model: ModelConfig, source: str, version: int = 0) -> Generator:
+    """The configured backend serving ``source``.
+
+    Raises:
+        ImportError: ``vllm`` chosen without the vllm extra installed.
+        ValueError: ``openai`` chosen without ``openai_base_url``.
+    """
+    if model.backend == "hf":
+        return HFGenerator(source, model.cache_dir, version, device=model.device, threads=model.threads or None)
+    if model.backend == "vllm":
+        return VLLMGenerator(source, model.cache_dir, version)
+    if not model.openai_base_url:
+        raise ValueError("model.openai_base_url is required for the openai backend")
+    return OpenAIGenerator(model.openai_base_url, model.openai_model or source,
+                           api_key=os.environ.get(model.openai_api_key_env, "EMPTY"))
