@@ -44,7 +44,7 @@ def judge(rm: RewardModelUnderTest, request: JudgeStepsRequest) -> reward_pb2.Ju
 def check_judgements(response: reward_pb2.JudgeStepsResponse, n_steps: int, m: int) -> None:
     assert len(response.judgements) == n_steps, "one judgement per step"
     assert [j.step_index for j in response.judgements] == list(range(n_steps)), "in request order"
-    assert response.model_version >= 0
+    assert response.model_version == 0, "no RM version was announced: the judge votes with version 0"
     for j in response.judgements:
         assert len(j.votes) == m, f"exactly m={m} votes per step"
         values = [v.value for v in j.votes]

@@ -56,13 +56,30 @@ def test_event_field_numbers_are_pinned() -> None:
     assert numbers(events_pb2.ModelVersion)["sha256"] == 4
 
 
-def test_round_trip_of_a_trajectory() -> None:
+def test_a_trajectory_survives_the_wire_into_training_samples() -> None:
+    """Serialized as the bus sends it, a judged group decodes, passes the critic's checks, and
+    its samples keep the exact token ids and behaviour log-probs (the PPO ratio's denominator)."""
     from rlanything.v1 import events_pb2
 
-    traj = events_pb2.Trajectory(
-        trajectory_id="job-1/0", outcome=1,
-        steps=[events_pb2.TrajectoryStep(index=0, response_token_ids=[5, 6], behaviour_logprobs=[-0.5, -1.25],
-                                         oracle_label=events_pb2.STEP_LABEL_GOOD)])
-    again = events_pb2.Trajectory.FromString(traj.SerializeToString())
-    assert again == traj
-    assert list(again.steps[0].behaviour_logprobs) == [-0.5, -1.25]
+    from services.common.config import CriticServiceConfig
+    from services.critic.group_eval import _policy_samples
+    from services.critic.validation import check_judged
+
+    def judged(index: int, outcome: int, logprobs: list[float]) -> events_pb2.JudgedTrajectory:
+        step = events_pb2.TrajectoryStep(index=0, prompt_token_ids=[1, 2], response_token_ids=[5, 6],
+                                         behaviour_logprobs=logprobs, oracle_label=events_pb2.STEP_LABEL_GOOD,
+                                         valid=True)
+        traj = events_pb2.Trajectory(job_id="job-1", trajectory_id=f"job-1/{index}", rollout_index=index, group_size=2,
+                                     outcome=outcome, steps=[step], policy_version=3,
+                                     task=events_pb2.TaskRef(family="gym_text", slot_id="s0"))
+        votes = [events_pb2.Vote(value=outcome)]
+        return events_pb2.JudgedTrajectory(trajectory=traj, judgements=[events_pb2.StepJudgement(step_index=0, votes=votes)])
+
+    sent = [judged(0, 1, [-0.5, -1.25]), judged(1, -1, [-0.75, -2.0])]
+    received = [events_pb2.JudgedTrajectory.FromString(j.SerializeToString()) for j in sent]
+    for r in received:
+        check_judged(r)
+    samples, zero = _policy_samples(received, CriticServiceConfig())
+    assert zero == 0
+    assert [(list(x.response_token_ids), list(x.behaviour_logprobs), x.advantage, x.model_version) for x in samples] == [
+        ([5, 6], [-0.5, -1.25], 1.0, 3), ([5, 6], [-0.75, -2.0], -1.0, 3)]

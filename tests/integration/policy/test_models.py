@@ -50,7 +50,8 @@ def test_greedy_is_deterministic_and_stop_strings_cut(tiny_model_dir: Path) -> N
     b = gen.generate(chat, Sampling(temperature=0.0, max_new_tokens=10))
     assert a == b
     text = a[0].text
-    if len(text) > 2:
-        stop = text[1:3]
-        cut = gen.generate(chat, Sampling(temperature=0.0, max_new_tokens=10, stop=(stop,)))[0]
-        assert cut.text == text[: text.index(stop)] and cut.finish_reason == "stop"
+    assert len(text) >= 3, f"the greedy answer {text!r} is too short to cut"
+    stop = text[1:3]
+    cut = gen.generate(chat, Sampling(temperature=0.0, max_new_tokens=10, stop=(stop,)))[0]
+    assert cut.text == text[: text.index(stop)] and cut.finish_reason == "stop"
+    assert len(cut.token_ids) < len(a[0].token_ids)  # generation stopped early, not only the text cut
