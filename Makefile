@@ -13,7 +13,7 @@ CONFIG ?= configs/default.yaml
 PYTEST_ARGS ?=
 TABLE1_ARGS ?=
 
-.PHONY: setup test run proto check-proto bench bench-table1 clean
+.PHONY: setup test lint run proto check-proto bench bench-table1 clean
 
 setup: $(STAMP)
 
@@ -33,7 +33,11 @@ proto: setup
 check-proto: setup
 	$(PY) -m services.common.protogen check
 
-test: setup check-proto
+# Lint (ruff, configured in pyproject.toml) runs before the tests.
+lint: setup
+	$(VENV)/bin/ruff check services tests scripts
+
+test: setup check-proto lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: setup check-proto

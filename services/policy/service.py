@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import grpc
 import uvicorn
-from prometheus_client import Gauge
 from rlanything.v1 import policy_pb2_grpc
 from rlanything.v1.events_pb2 import PolicySampleBatch, RolloutJob
 
@@ -24,13 +23,12 @@ from services.common.nats_server import free_port
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.common.trainer_shell import Trainer
+from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
 from services.policy.openai_api import EmbeddedServer, build_app
 from services.policy.rollout import run_group
 
-VERSION_LAG = Gauge("rla_policy_version_lag_seconds", "Seconds from a version's announcement to serving it.")
-SERVED_VERSION = Gauge("rla_policy_served_version", "Policy version this process serves.")
 
 
 class PolicyService(Service):
@@ -57,30 +55,15 @@ class PolicyService(Service):
             await self.trainer.ensure_initial_version(self.source)
         if self.serves:
             self.env = GrpcEnvClient(self.cfg.rollout.env_address)
-            await self._load_latest()
-            self.background.append(asyncio.create_task(self._watch_versions(), name="version-watch"))
+            self.follower = VersionFollower(self.versions, "policy", self.generator, self.log)
+            await self.follower.load_latest()
+            self.background.append(asyncio.create_task(self.follower.run(), name="version-watch"))
             port = self.cfg.openai_port or free_port()
             http = EmbeddedServer(uvicorn.Config(build_app(self.generator, self.source), host=self.cfg.server.host,
                                                  port=port, log_level="warning", lifespan="off"))
             self.http = http
             self.background.append(asyncio.create_task(http.serve(), name="openai-http"))
             self.log.info("openai endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1"})
-
-    async def _load_latest(self) -> bool:
-        loaded = await self.versions.load_newer("policy", self.generator)
-        if loaded is None:
-            return False
-        latest, lag_s = loaded
-        VERSION_LAG.set(lag_s)
-        SERVED_VERSION.set(latest.version)
-        self.log.info("serving new version", extra={"version": latest.version, "uri": latest.uri,
-                                                    "lag_s": round(lag_s, 3)})
-        return True
-
-    async def _watch_versions(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            await self._load_latest()
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         if not self.serves:
@@ -105,7 +88,7 @@ class PolicyService(Service):
                                     f"group_size seeds (got group_size={job.group_size}, {len(job.seeds)} seeds)")
         deadline = time.monotonic() + self.cfg.rollout.version_wait_s
         while self.generator.model_version < job.min_policy_version:
-            if not await self._load_latest():
+            if not await self.follower.load_latest():
                 if time.monotonic() > deadline:
                     raise TransientError(f"policy version {job.min_policy_version} not available "
                                          f"(serving {self.generator.model_version})")

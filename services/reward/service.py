@@ -18,7 +18,6 @@ import asyncio
 from collections.abc import Callable
 
 import grpc
-from prometheus_client import Gauge
 from rlanything.v1 import reward_pb2_grpc
 from rlanything.v1.events_pb2 import RewardSampleBatch, Trajectory
 
@@ -31,6 +30,7 @@ from services.common.models.source import require_source
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.common.trainer_shell import Trainer
+from services.common.version_follower import SERVED_VERSION, VersionFollower
 from services.reward.batcher import JudgeBatcher
 from services.reward.grpc_service import SERVICE_NAME, RewardModelServicer
 from services.reward.judges import Judge, build_judge
@@ -39,8 +39,6 @@ from services.reward.worker import ConcurrentConsumer, JudgedMarks, TrajectoryJu
 
 __all__ = ["RewardService"]
 
-VERSION_LAG = Gauge("rla_reward_version_lag_seconds", "Seconds from an RM version's announcement to voting with it.")
-SERVED_VERSION = Gauge("rla_reward_served_version", "RM version the judges of this process vote with.")
 
 
 class RewardService(Service):
@@ -77,28 +75,12 @@ class RewardService(Service):
             self.handler = TrajectoryJudger(bus, self.batcher, self.marks, self.cfg.votes, self.cfg.temperature,
                                             judge_eval=self.cfg.judge_eval)
             if self.judge.trainable:
-                await self._load_latest()
-                self.background.append(asyncio.create_task(self._watch_versions(), name="version-watch"))
-            SERVED_VERSION.set(self.judge.model_version)
+                self.follower = VersionFollower(self.versions, "reward", self.judge, self.log)
+                await self.follower.load_latest()
+                self.background.append(asyncio.create_task(self.follower.run(), name="version-watch"))
+            SERVED_VERSION.labels("reward").set(self.judge.model_version)
             self.log.info("judge ready", extra={"backend": self.cfg.backend, "source": self.source,
                                                 "version": self.judge.model_version, "votes": self.cfg.votes})
-
-    async def _load_latest(self) -> bool:
-        assert self.judge is not None
-        loaded = await self.versions.load_newer("reward", self.judge)
-        if loaded is None:
-            return False
-        latest, lag_s = loaded
-        VERSION_LAG.set(lag_s)
-        SERVED_VERSION.set(latest.version)
-        self.log.info("judging with new version", extra={"version": latest.version, "uri": latest.uri,
-                                                         "lag_s": round(lag_s, 3)})
-        return True
-
-    async def _watch_versions(self) -> None:
-        while True:
-            await asyncio.sleep(0.5)
-            await self._load_latest()
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         if self.judge is None:

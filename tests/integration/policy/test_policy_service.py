@@ -12,9 +12,8 @@ import pytest
 import torch
 
 from rlanything.v1 import policy_pb2, policy_pb2_grpc
-from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, ModelVersion, PolicySampleBatch, RolloutJob, SamplingParams,
-                                      TaskRef, TrainingSample, Trajectory)
-from services.common.bus import EventBus
+from rlanything.v1.events_pb2 import (PolicySampleBatch, RolloutJob, SamplingParams,
+                                      TrainingSample, Trajectory)
 from services.common.checkpoints import VersionStore, save_checkpoint
 from services.common.models.loading import load_model
 from services.common.nats_server import free_port

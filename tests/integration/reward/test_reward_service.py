@@ -116,7 +116,8 @@ async def test_trainer_trains_a_round_and_judges_vote_with_the_new_version(spawn
     assert after.judgements[0].votes[0].response_token_ids != before.judgements[0].votes[0].response_token_ids
     assert reward.proc.poll() is None  # same process
     messages = [m["msg"] for m in reward.log_messages()]
-    assert "trained" in messages and "judging with new version" in messages
+    served = [m for m in reward.log_messages() if m["msg"] == "serving new version"]
+    assert "trained" in messages and [(m["role"], m["version"]) for m in served] == [("reward", 1)]
 
 
 async def test_oracle_backend_votes_labels_and_announces_a_version_per_round(spawn_service, tmp_path, bus) -> None:

@@ -1,0 +1,51 @@
+"""Hot-loading: keep a serving model on the newest announced version of its role.
+
+Both the policy's generator and the reward model's judge follow their trainer's versions the
+same way: poll the latest `ModelVersion` (`checkpoints.VersionStore`), load a newer checkpoint in
+a worker thread, export the lag and the served version, log the switch. No restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from prometheus_client import Gauge
+
+from services.common.checkpoints import Reloadable, VersionStore
+
+__all__ = ["VersionFollower", "VERSION_LAG", "SERVED_VERSION"]
+
+VERSION_LAG = Gauge("rla_version_lag_seconds", "Seconds from a version's announcement to serving it.", ["role"])
+SERVED_VERSION = Gauge("rla_served_version", "Model version this process serves.", ["role"])
+
+
+class VersionFollower:
+    """Loads newer versions of ``role`` into ``model`` (a generator or a judge)."""
+
+    def __init__(self, versions: VersionStore, role: str, model: Reloadable, log: logging.Logger,
+                 poll_s: float = 0.5) -> None:
+        self.versions = versions
+        self.role = role
+        self.model = model
+        self.log = log
+        self.poll_s = poll_s
+        """Seconds between two looks at the latest version."""
+
+    async def load_latest(self) -> bool:
+        """Load the latest version if it is newer than the served one; True when it loaded one."""
+        loaded = await self.versions.load_newer(self.role, self.model)
+        if loaded is None:
+            return False
+        latest, lag_s = loaded
+        VERSION_LAG.labels(self.role).set(lag_s)
+        SERVED_VERSION.labels(self.role).set(latest.version)
+        self.log.info("serving new version", extra={"role": self.role, "version": latest.version,
+                                                    "uri": latest.uri, "lag_s": round(lag_s, 3)})
+        return True
+
+    async def run(self) -> None:
+        """Poll forever (a background task of the service; cancelled at shutdown)."""
+        while True:
+            await asyncio.sleep(self.poll_s)
+            await self.load_latest()
