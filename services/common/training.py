@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from services.common.algo.batching import Sample, make_batch
-from services.common.algo.ppo_loss import ppo_clip_loss
+from services.common.algo.ppo_loss import k3_kl, ppo_clip_loss
 from services.common.config import PPOConfig
 from services.common.models.logprobs import token_logprobs
 
@@ -55,14 +55,7 @@ def _batch_kl(model: torch.nn.Module, ids_BL: torch.Tensor, attention_BL: torch.
     model.eval()
     logp_BL = token_logprobs(model, ids_BL, attention_BL)
     model.train(was_training)
-    return _k3(logp_BL, old_BL, mask_BL)
-
-
-def _k3(logp_BL: torch.Tensor, old_BL: torch.Tensor, mask_BL: torch.Tensor) -> float:
-    """k3 KL(π_old‖π) estimate: token mean per sample, then sample mean ([B, L] inputs)."""
-    d_BL = torch.clamp(logp_BL - old_BL, -10.0, 10.0)
-    k3_BL = torch.exp(-d_BL) - 1 + d_BL
-    return float(((k3_BL * mask_BL).sum(-1) / mask_BL.sum(-1).clamp(min=1)).mean())
+    return float(k3_kl(logp_BL, old_BL, mask_BL))
 
 
 def _steps_done(optimizer: torch.optim.Optimizer) -> int:
@@ -94,10 +87,11 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     shared format tokens drift (measured: invalid answers 0.04 → 0.45 within one round, every
     step inside the trust region).
 
-    Metrics: loss, kl, ref_kl (last step's KL to the reference), clip_fraction (means over the steps taken), kl_max (largest minibatch KL
-    seen, including the one that stopped the update), optimizer_steps (taken), early_stopped
-    (0/1), reverted_steps (0/1), samples, dropped (too long), logprob_mismatch (mean |recomputed − behaviour| over
-    response tokens; NaN when unknown), response_tokens (mean per sample).
+    Metrics: loss, kl, clip_fraction (means over the steps taken), ref_kl (last step's KL to the
+    reference), kl_max (largest minibatch KL seen, including the one that stopped the update),
+    optimizer_steps (taken), early_stopped (0/1), reverted_steps (0/1), lr, samples, dropped (too
+    long), logprob_mismatch (mean |recomputed − behaviour| over response tokens; NaN when
+    unknown), response_tokens (mean per sample).
     """
     batch = make_batch(samples, cfg.max_length, pad_id)
     n = len(batch.sample_ids)
@@ -131,7 +125,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                                         logp_ref_BT=None if ref_BL is None else ref_BL[chunk], ref_beta=cfg.ref_beta)
             # the trust region is measured from the weights this update started from (= π_old in sync
             # mode; in async mode π_old is the older behaviour policy, which may already lie outside it)
-            kl_start = stats.kl if old_BL is recomputed_BL else _k3(logp_BL.detach(), recomputed_BL[chunk], mask[chunk])
+            kl_start = stats.kl if old_BL is recomputed_BL else float(k3_kl(logp_BL.detach(), recomputed_BL[chunk], mask[chunk]))
             metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), kl_start)
             if cfg.max_kl and kl_start > cfg.max_kl:
                 stopped = True  # this minibatch already sees a policy too far from π_old: stop here

@@ -49,6 +49,16 @@ def token_mean(x_BT: Tensor, mask_BT: Tensor) -> Tensor:
     return (x_BT * mask_BT).sum(-1) / mask_BT.sum(-1).clamp(min=1)
 
 
+def k3_kl(logp_BT: Tensor, logp_ref_BT: Tensor, mask_BT: Tensor) -> Tensor:
+    """k3 estimate of KL(π_ref‖π) from per-token log-probs, [B, T] each → a scalar tensor.
+
+    d = clamp(log π − log π_ref, −10, 10), k3 = exp(−d) − 1 + d (Schulman, "Approximating KL
+    divergence", 2020); token mean per sample, then the mean over samples.
+    """
+    d_BT = torch.clamp(logp_BT - logp_ref_BT, -10.0, 10.0)
+    return token_mean(torch.exp(-d_BT) - 1 + d_BT, mask_BT).mean()
+
+
 def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor, mask_BT: Tensor,
                   eps: float = 0.2, beta: float = 0.01, dual_clip: float = 0.0,
                   logp_ref_BT: Tensor | None = None, ref_beta: float = 0.0) -> tuple[Tensor, PPOStats]:
@@ -86,14 +96,12 @@ def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor,
     surrogate_BT = torch.minimum(ratio_BT * adv_B1, torch.clamp(ratio_BT, 1 - eps, 1 + eps) * adv_B1)
     if dual_clip:
         surrogate_BT = torch.where(adv_B1 < 0, torch.maximum(surrogate_BT, dual_clip * adv_B1), surrogate_BT)
-    k3_BT = torch.exp(-d_BT) - 1 + d_BT
     surrogate = token_mean(surrogate_BT, mask_BT).mean()
-    kl = token_mean(k3_BT, mask_BT).mean()
+    kl = k3_kl(logp_new_BT, logp_old_BT.detach(), mask_BT)
     loss = -surrogate + beta * kl
     ref_kl = 0.0
     if ref_beta and logp_ref_BT is not None:
-        d_ref_BT = torch.clamp(logp_new_BT - logp_ref_BT.detach(), -10.0, 10.0)
-        ref_kl_t = token_mean(torch.exp(-d_ref_BT) - 1 + d_ref_BT, mask_BT).mean()
+        ref_kl_t = k3_kl(logp_new_BT, logp_ref_BT.detach(), mask_BT)
         loss = loss + ref_beta * ref_kl_t
         ref_kl = float(ref_kl_t.detach())
     with torch.no_grad():
