@@ -30,7 +30,8 @@ from services.common.streams import Subjects
 from services.env.pool import TaskPool
 from services.env.slots import ref_of
 
-__all__ = ["Scheduler", "round_ready", "band_weights", "weighted_sample", "candidate_in_flight"]
+__all__ = ["Scheduler", "round_ready", "band_weights", "weighted_sample", "candidate_key",
+           "candidate_released"]
 
 log = logging.getLogger("rlanything.env.scheduler")
 T = TypeVar("T")
@@ -41,15 +42,19 @@ def round_ready(next_round: int, policy_round: int, reward_round: int) -> bool:
     return next_round == 0 or (policy_round >= next_round - 1 and reward_round >= next_round - 1)
 
 
-def candidate_in_flight(open_jobs: Sequence[str], slot_id: str, version: int) -> bool:
-    """Async mode: is a rollout job for this pending candidate still open (ids ``r<round>/<slot>/v<version>``)?
+def candidate_key(slot_id: str, version: int) -> str:
+    """How `SchedulerState.candidate_jobs` names a pending candidate: ``<slot_id>/v<version>``."""
+    return f"{slot_id}/v{version}"
+
+
+def candidate_released(released: Sequence[str], slot_id: str, version: int) -> bool:
+    """Has a rollout job for this pending candidate been published already (sync or async)?
 
     One job decides a candidate. A second one, released while the first was in flight, could
     find the candidate already rejected and dropped (measured: NOT_FOUND five times, the job
     dead-lettered and its round never completed).
     """
-    suffix = f"/{slot_id}/v{version}"
-    return any(job.endswith(suffix) for job in open_jobs)
+    return candidate_key(slot_id, version) in released
 
 
 def band_weights(slots: Sequence[TaskSlot], low: float, high: float, out_of_band: float) -> list[float]:
@@ -156,8 +161,8 @@ class Scheduler:
         for slot in chosen:
             jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng))
         for slot in slots:
-            if (slot.HasField("pending") and f"{slot.slot_id}/v{slot.pending.version}" not in state.candidate_jobs
-                    and not candidate_in_flight(state.open_jobs, slot.slot_id, slot.pending.version)):
+            if slot.HasField("pending") and not candidate_released(state.candidate_jobs, slot.slot_id,
+                                                                   slot.pending.version):
                 jobs.append(self._job(round_, slot, slot.pending, True, min_policy_version, rng))
         if self.is_eval_round(round_):
             for slot in every:
@@ -176,7 +181,7 @@ class Scheduler:
             new.jobs_published += len(jobs)
             # one job decides a candidate: a second one (released before the first one's report was
             # handled) could find it rejected and dropped — NOT_FOUND, dead-lettered, a round that never ends
-            new.candidate_jobs.extend(f"{j.task.slot_id}/v{j.task.version}" for j in jobs if j.is_candidate)
+            new.candidate_jobs.extend(candidate_key(j.task.slot_id, j.task.version) for j in jobs if j.is_candidate)
             if self.cfg.mode == "async":
                 new.open_jobs.extend(j.job_id for j in jobs)
             return new

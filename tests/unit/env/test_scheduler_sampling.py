@@ -46,11 +46,12 @@ def test_weighted_sample_edge_cases() -> None:
         weighted_sample(rng, ["x"], [1.0, 1.0], 1)
 
 
-def test_a_candidate_with_an_open_job_gets_no_second_job() -> None:
-    from services.env.scheduler import candidate_in_flight
+def test_a_candidate_with_a_released_job_gets_no_second_job() -> None:
+    from services.env.scheduler import candidate_key, candidate_released
 
-    open_jobs = ["r4/gym_text/train-0005/v1", "r4/gym_text/train-0001/v0"]
-    assert candidate_in_flight(open_jobs, "gym_text/train-0005", 1)
-    assert not candidate_in_flight(open_jobs, "gym_text/train-0005", 2)
-    assert not candidate_in_flight(open_jobs, "gym_text/train-0000", 1)  # no prefix confusion with train-0005
-    assert not candidate_in_flight([], "gym_text/train-0005", 1)
+    released = [candidate_key("gym_text/train-0005", 1), candidate_key("gym_text/train-0001", 0)]
+    assert released == ["gym_text/train-0005/v1", "gym_text/train-0001/v0"]
+    assert candidate_released(released, "gym_text/train-0005", 1)
+    assert not candidate_released(released, "gym_text/train-0005", 2)
+    assert not candidate_released(released, "gym_text/train-0000", 1)  # no prefix confusion with train-0005
+    assert not candidate_released([], "gym_text/train-0005", 1)
