@@ -8,6 +8,7 @@ cold start: the cold-start cache key leaves out the seed and the ablation switch
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -39,7 +40,6 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
     per_row: dict[str, list[dict[str, float]]] = {}
     curves: dict[str, list[list[dict[str, float]]]] = {}
     failed = 0
-    rounds_wanted = None
     started = time.monotonic()
     total = len(ROWS) * len(seeds)
     done = 0
@@ -54,8 +54,7 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
                 for item in (*overrides, *row.overrides):
                     cmd += ["--set", item]
                 say(f"[{done + 1}/{total}] {row.key} seed {seed}: {' '.join(cmd[3:])}")
-                if run_dir.exists():
-                    subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+                shutil.rmtree(run_dir, ignore_errors=True)  # an incomplete run starts over
                 with open(out_dir / f"{row.key}-seed{seed}.log", "w") as log:
                     code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
                 records = read_rounds(run_dir / "metrics.jsonl")
@@ -66,7 +65,6 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
             if records:
                 per_row.setdefault(row.key, []).append(summarize_run(records))
                 curves.setdefault(row.key, []).append(records)
-                rounds_wanted = rounds_wanted or len(records)
             say(f"  done {done}/{total} ({time.monotonic() - started:.0f} s elapsed)")
     header = (f"# Table 1 at CPU scale\n\nBase config `{config}`" + (f" with {' '.join(overrides)}" if overrides else "")
               + f"; seeds {', '.join(map(str, seeds))}; mean ± std (population) over the runs of each row. "
