@@ -6,7 +6,9 @@ critic's open groups) lives in such buckets, never only in a process's memory.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -15,11 +17,11 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-__all__ = ["ProtoBucket", "open_bucket"]
+__all__ = ["ProtoBucket", "open_bucket", "live_entries", "LiveEntry"]
 
 M = TypeVar("M", bound=Message)
 KEYS_FETCH = 512
-"""Keys read per fetch by `ProtoBucket.keys`."""
+"""Entries read per fetch by `live_entries`."""
 
 
 async def open_bucket(js: JetStreamContext, name: str, history: int = 1) -> KeyValue:
@@ -77,28 +79,43 @@ class ProtoBucket:
         raise AssertionError("unreachable")
 
     async def keys(self) -> list[str]:
-        """Every live key (empty list when the bucket has none), in stream order.
+        """Every live key (empty list when the bucket has none), in stream order (`live_entries`)."""
+        return [entry.key for entry in await live_entries(self.kv, values=False)]
 
-        Not nats-py's ``KeyValue.keys()``: its push watcher can signal "done" from consumer info
-        before the already-delivered entries reach its callback, and then returns a partial list
-        (seen as a trainer that never noticed its round was complete). A pull consumer over the
-        last message per key ends on each message's own ``num_pending``, which cannot race.
-        """
-        js, stream, prefix = self.kv._js, self.kv._stream, self.kv._pre
-        sub = await js.pull_subscribe(f"{prefix}>", durable=None, stream=stream, config=ConsumerConfig(
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE, headers_only=True,
-            inactive_threshold=60.0))
-        keys: list[str] = []
-        try:
-            if (await sub.consumer_info()).num_pending == 0:
-                return keys
-            while True:
-                msgs = await sub.fetch(KEYS_FETCH, timeout=5.0)
-                for m in msgs:
-                    headers = m.headers or {}
-                    if headers.get("KV-Operation") not in ("DEL", "PURGE") and "Nats-Marker-Reason" not in headers:
-                        keys.append(m.subject[len(prefix):])
-                if msgs[-1].metadata.num_pending == 0:
-                    return keys
-        finally:
-            await sub.unsubscribe()
+
+@dataclass(frozen=True)
+class LiveEntry:
+    """One live key of a bucket: its value (empty when listed without values) and when it was written."""
+
+    key: str
+    value: bytes
+    written_unix_s: float
+
+
+async def live_entries(kv: KeyValue, values: bool = True) -> list[LiveEntry]:
+    """Every live key of ``kv`` (latest revision), in stream order; with its value when ``values``.
+
+    Not nats-py's ``KeyValue.keys()`` or ``watch()``: their push watcher can signal "done" from
+    consumer info before the already-delivered entries reach its callback, and then returns a
+    partial list (seen as a trainer that never noticed its round was complete). A pull consumer
+    over the last message per key ends on each message's own ``num_pending``, which cannot race.
+    """
+    js, stream, prefix = kv._js, kv._stream, kv._pre
+    sub = await js.pull_subscribe(f"{prefix}>", durable=None, stream=stream, config=ConsumerConfig(
+        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE, headers_only=not values,
+        inactive_threshold=60.0))
+    entries: list[LiveEntry] = []
+    try:
+        if (await sub.consumer_info()).num_pending == 0:
+            return entries
+        while True:
+            msgs = await sub.fetch(KEYS_FETCH, timeout=5.0)
+            for m in msgs:
+                headers = m.headers or {}
+                if headers.get("KV-Operation") not in ("DEL", "PURGE") and "Nats-Marker-Reason" not in headers:
+                    written = m.metadata.timestamp.timestamp() if m.metadata.timestamp else time.time()
+                    entries.append(LiveEntry(m.subject[len(prefix):], m.data if values else b"", written))
+            if msgs[-1].metadata.num_pending == 0:
+                return entries
+    finally:
+        await sub.unsubscribe()

@@ -12,18 +12,17 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, RoundMetrics, TaskReport
 
-from services.common.kv import open_bucket
+from services.common.kv import live_entries, open_bucket
 from services.critic.keys import MODEL_POLICY_KEY, group_key, report_key, stats_key
 from services.critic.ledger import Ledger
 
-__all__ = ["OpenGroup", "GroupStore", "StatsStore", "snapshot"]
+__all__ = ["OpenGroup", "GroupStore", "StatsStore"]
 
 
 @dataclass
@@ -46,18 +45,6 @@ class OpenGroup:
     def is_complete(self) -> bool:
         """Are all G rollouts in?"""
         return len(self.records) >= self.group_size
-
-
-async def snapshot(kv: KeyValue, pattern: str = ">") -> list[KeyValue.Entry]:
-    """Every live entry whose key matches ``pattern`` (latest revision, with value and time)."""
-    watcher = await kv.watch(pattern, ignore_deletes=True)
-    entries = []
-    async for entry in watcher:
-        if entry is None:  # end of the initial values
-            break
-        entries.append(entry)
-    await watcher.stop()
-    return entries
 
 
 class GroupStore:
@@ -84,10 +71,10 @@ class GroupStore:
     async def load(self) -> dict[str, OpenGroup]:
         """Every group with at least one stored rollout, by job id."""
         groups: dict[str, OpenGroup] = {}
-        for entry in await snapshot(self.kv):
+        for entry in await live_entries(self.kv):
             judged = JudgedTrajectory.FromString(entry.value or b"")
             t = judged.trajectory
-            stored = entry.created.timestamp() if entry.created is not None else time.time()
+            stored = entry.written_unix_s
             group = groups.setdefault(t.job_id, OpenGroup(t.job_id, int(t.round), int(t.group_size), stored))
             group.first_stored_unix_s = min(group.first_stored_unix_s, stored)
             group.records[int(t.rollout_index)] = judged
@@ -119,7 +106,7 @@ class StatsStore:
         reports: dict[str, TaskReport] = {}
         stats: dict[str, RoundMetrics] = {}
         policy = None
-        for entry in await snapshot(self.kv):
+        for entry in await live_entries(self.kv):
             if entry.key.startswith("report."):
                 report = TaskReport.FromString(entry.value or b"")
                 reports[report.job_id] = report

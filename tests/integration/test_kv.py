@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import time
 
 import pytest
 
 from rlanything.v1 import events_pb2
 from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, NatsConfig
-from services.common.kv import ProtoBucket
+from services.common.kv import ProtoBucket, live_entries
 from services.common.nats_server import NatsServer
 
 pytestmark = pytest.mark.integration
@@ -45,6 +46,23 @@ async def test_keys_right_after_put_lists_every_live_key_and_no_deleted_one(bus:
         await bucket.put(f"k{j}", events_pb2.ModelVersion(version=j))
     await bucket.kv.purge("k0")
     assert await bucket.keys() == [f"k{j}" for j in range(1, 600)]
+
+
+async def test_live_entries_hold_every_live_value_and_its_write_time(bus: EventBus) -> None:
+    # What the critic restores its open groups from after a restart (it used kv.watch before,
+    # which can end its initial listing early).
+    bucket = await ProtoBucket.open(bus.js, "groups", events_pb2.ModelVersion)
+    before = time.time()
+    for j in range(700):  # more than one fetch
+        await bucket.put(f"g{j}", events_pb2.ModelVersion(version=j))
+    await bucket.put("g5", events_pb2.ModelVersion(version=-5))  # a newer revision of one key
+    await bucket.kv.delete("g1")
+    entries = await live_entries(bucket.kv)
+    assert [e.key for e in entries] == [f"g{j}" for j in range(700) if j not in (1, 5)] + ["g5"]
+    values = {e.key: events_pb2.ModelVersion.FromString(e.value).version for e in entries}
+    assert values["g5"] == -5 and values["g699"] == 699
+    assert all(before - 1 <= e.written_unix_s <= time.time() + 1 for e in entries)
+    assert [e.value for e in await live_entries(bucket.kv, values=False)][:2] == [b"", b""]
 
 
 async def test_concurrent_cas_updates_lose_nothing(bus: EventBus) -> None:
