@@ -1,10 +1,16 @@
 """The trainer loop shared by the policy and reward-model services (sample batches → versions).
 
-Sample batches are stored in a KV bucket (so a restart loses nothing) before they are acked.
-Synchronous mode: when all ``jobs_in_round`` batches of round r are in, the round is trained
-with π_old recomputed, a checkpoint is saved and version N+1 "trained on round r" is announced
-(also when the round had no samples, so the scheduler can go on). Asynchronous mode: train
-whenever ``min_samples_async`` samples are stored, with behaviour log-probs as π_old.
+A `Trainer` is composed of two parts:
+
+* the collector (this class): stores each sample batch in a KV bucket (so a restart loses
+  nothing) before it is acked, and decides when to train (`round_complete`, `async_quota_met`):
+  synchronous mode trains round r once all its ``jobs_in_round`` batches are in, with π_old
+  recomputed, and announces version N+1 "trained on round r" (also when the round had no
+  samples, so the scheduler can go on); asynchronous mode trains whenever ``min_samples_async``
+  samples are stored, with behaviour log-probs as π_old;
+* a learner, which does the training and says where the new version lives: `PPOLearner`
+  (PPO on local weights; ``frozen`` keeps the weights, the fixed-judge ablation) or
+  `VersionOnlyLearner` (a judge without local weights: a new version number per round).
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import asyncio
 import copy
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import torch
 from google.protobuf.message import Message
@@ -28,63 +36,138 @@ from services.common.kv import ProtoBucket
 from services.common.models.generation import HFGenerator
 from services.common.training import ppo_update
 
-__all__ = ["Trainer", "TRAINER_METRICS"]
+__all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "round_complete", "async_quota_met",
+           "batch_key", "TRAINER_METRICS"]
 
 log = logging.getLogger("rlanything.trainer")
 TRAINER_METRICS = Gauge("rla_trainer_metric", "Last training step's metrics, by role and key.", ["role", "key"])
 
 
-def _key(round_: int, batch_id: str) -> str:
+def batch_key(round_: int, batch_id: str) -> str:
+    """The KV key of a stored batch: ``r<round>.<batch id with other characters as _>``."""
     return f"r{round_}." + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in batch_id)
 
 
-class Trainer:
-    """Trains one role's model on its sample batches (PolicySampleBatch or RewardSampleBatch)."""
+def round_complete(keys: Sequence[str], round_: int, jobs_in_round: int) -> list[str] | None:
+    """Synchronous mode (pure): the stored keys of ``round_`` when all its ``jobs_in_round``
+    batches are in (one batch per job), else None."""
+    mine = [k for k in keys if k.startswith(f"r{round_}.")]
+    return mine if len(mine) >= jobs_in_round else None
 
-    def __init__(self, role: str, generator: HFGenerator, versions: VersionStore, store: ProtoBucket,
-                 ppo: PPOConfig, checkpoint_dir: str | Path, mode: str = "sync", frozen: bool = False) -> None:
-        self.role = role
+
+def async_quota_met(sample_counts: Sequence[int], min_samples: int) -> bool:
+    """Asynchronous mode (pure): do the stored batches hold at least ``min_samples`` samples?"""
+    return sum(sample_counts) >= min_samples
+
+
+class Learner(Protocol):
+    """What a trainer trains with: starting weights, and one update per trained round."""
+
+    async def initial_uri(self, role: str) -> str:
+        """Where version 0 lives (saving the starting weights if needed)."""
+        ...
+
+    async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
+                    latest_uri: str | None) -> tuple[dict[str, float], str]:
+        """Train on ``samples``; returns the metrics and where version ``version`` lives."""
+        ...
+
+
+class PPOLearner:
+    """PPO on a local HF model (`services.common.training.ppo_update`), checkpointed per version.
+
+    ``frozen``: announce a version per round without changing the weights (the fixed-judge
+    ablation). With ``ppo.ref_beta`` a frozen copy of the starting weights is the KL anchor.
+    """
+
+    def __init__(self, generator: HFGenerator, ppo: PPOConfig, checkpoint_dir: str | Path, frozen: bool = False) -> None:
         self.generator = generator
-        self.versions = versions
-        self.store = store
         self.ppo = ppo
         self.checkpoint_dir = Path(checkpoint_dir)
-        self.mode = mode
         self.frozen = frozen
-        """Announce a version per round without changing the weights (the "fixed judge" ablation)."""
         self.optimizer = torch.optim.AdamW(generator.model.parameters(), lr=ppo.lr)
-        self.reference = copy.deepcopy(generator.model).eval() if ppo.ref_beta else None
+        self.reference = copy.deepcopy(generator.model).eval() if ppo.ref_beta and not frozen else None
         """Frozen starting weights for the KL anchor (``ppo.ref_beta``)."""
+
+    async def initial_uri(self, role: str) -> str:
+        return str(save_checkpoint(self.generator.model, self.generator.tokenizer, self.checkpoint_dir, role, 0))
+
+    async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
+                    latest_uri: str | None) -> tuple[dict[str, float], str]:
+        started = time.perf_counter()
+        if self.frozen:
+            samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
+        else:
+            metrics = await asyncio.to_thread(ppo_update, self.generator.model, self.optimizer, samples, self.ppo,
+                                              self.generator.tokenizer.pad_token_id, recompute_old, self.reference)
+        trained = time.perf_counter()
+        if samples or latest_uri is None:
+            uri = str(await asyncio.to_thread(save_checkpoint, self.generator.model, self.generator.tokenizer,
+                                              self.checkpoint_dir, role, version))
+        else:
+            uri = latest_uri  # nothing to learn this round: same weights, new version number
+        metrics["time/train_s"] = trained - started
+        metrics["time/save_s"] = time.perf_counter() - trained
+        return metrics, uri
+
+
+class VersionOnlyLearner:
+    """A judge without local weights (backends ``oracle``, ``openai``): the same ``uri`` for every
+    version, so the synchronous scheduler still sees one RM version per round."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    async def initial_uri(self, role: str) -> str:
+        return self.uri
+
+    async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
+                    latest_uri: str | None) -> tuple[dict[str, float], str]:
+        return {"ppo/samples": 0.0, "ppo/frozen": 1.0}, self.uri
+
+
+class Trainer:
+    """Collects one role's sample batches (PolicySampleBatch or RewardSampleBatch) and trains
+    them with ``learner`` when a round (sync) or the sample quota (async) is complete."""
+
+    def __init__(self, role: str, learner: Learner, versions: VersionStore, store: ProtoBucket,
+                 mode: str = "sync", min_samples_async: int = 64) -> None:
+        self.role = role
+        self.learner = learner
+        self.versions = versions
+        self.store = store
+        self.mode = mode
+        self.min_samples_async = min_samples_async
         self._lock = asyncio.Lock()
         self.last_metrics: dict[str, float] = {}
 
-    async def ensure_initial_version(self, source_uri: str) -> None:
+    async def ensure_initial_version(self, source_uri: str = "") -> None:
         """Announce version 0 (the starting weights, "trained on round -1") if nothing was announced."""
         if await self.versions.latest(self.role) is None:
-            path = save_checkpoint(self.generator.model, self.generator.tokenizer, self.checkpoint_dir, self.role, 0)
-            await self.versions.announce(self.role, 0, path, trained_on_round=-1)
+            await self.versions.announce(self.role, 0, await self.learner.initial_uri(self.role), trained_on_round=-1)
             log.info("announced initial version", extra={"role": self.role, "source": source_uri})
 
     async def on_batch(self, batch: Message, delivery: Delivery) -> None:
         """Consumer handler: store the batch, train when the round (or the async quota) is complete."""
-        if not batch.batch_id or batch.jobs_in_round <= 0:  # type: ignore[attr-defined]
+        batch_id, round_, jobs = batch.batch_id, int(batch.round), batch.jobs_in_round  # type: ignore[attr-defined]
+        if not batch_id or jobs <= 0:
             raise InvalidEventError(f"{type(batch).__name__} needs batch_id and jobs_in_round > 0, got "
-                                    f"{batch.batch_id!r}, {batch.jobs_in_round}")  # type: ignore[attr-defined]
+                                    f"{batch_id!r}, {jobs}")
         async with self._lock:
             latest = await self.versions.latest(self.role)
             trained_round = latest.trained_on_round if latest else -1
-            if self.mode == "sync" and batch.round <= trained_round:  # type: ignore[attr-defined]
+            if self.mode == "sync" and round_ <= trained_round:
                 return  # redelivered after its round was trained
-            await self.store.put(_key(batch.round, batch.batch_id), batch)  # type: ignore[attr-defined]
+            await self.store.put(batch_key(round_, batch_id), batch)
             keys = await self.store.keys()
             if self.mode == "sync":
-                mine = [k for k in keys if k.startswith(f"r{batch.round}.")]  # type: ignore[attr-defined]
-                if len(mine) >= batch.jobs_in_round:  # type: ignore[attr-defined]
-                    await self._train(mine, int(batch.round), recompute_old=True)  # type: ignore[attr-defined]
+                mine = round_complete(keys, round_, jobs)
+                if mine is not None:
+                    await self._train(mine, round_, recompute_old=True)
             else:
                 batches = [await self.store.get(k) for k in keys]
-                if sum(len(b.samples) for b, _ in batches if b is not None) >= self.ppo.min_samples_async:
-                    await self._train(keys, int(batch.round), recompute_old=False)  # type: ignore[attr-defined]
+                if async_quota_met([len(b.samples) for b, _ in batches if b is not None], self.min_samples_async):
+                    await self._train(keys, round_, recompute_old=False)
 
     async def _train(self, keys: list[str], round_: int, recompute_old: bool) -> None:
         samples: list[Sample] = []
@@ -96,23 +179,10 @@ class Trainer:
                                tuple(s.behaviour_logprobs)) for s in b.samples if s.response_token_ids]
         latest = await self.versions.latest(self.role)
         version = (latest.version + 1) if latest else 1
-        pad = self.generator.tokenizer.pad_token_id
-        started = time.perf_counter()
-        if self.frozen:
-            samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
-        else:
-            metrics = await asyncio.to_thread(ppo_update, self.generator.model, self.optimizer, samples, self.ppo,
-                                              pad, recompute_old, self.reference)
-        trained = time.perf_counter()
-        if samples or latest is None:
-            path = await asyncio.to_thread(save_checkpoint, self.generator.model, self.generator.tokenizer,
-                                           self.checkpoint_dir, self.role, version)
-        else:
-            path = Path(latest.uri)  # nothing to learn this round: same weights, new version number
-        metrics["time/train_s"] = trained - started
-        metrics["time/save_s"] = time.perf_counter() - trained
+        metrics, uri = await self.learner.learn(self.role, samples, recompute_old, version,
+                                                latest.uri if latest else None)
         self.last_metrics = {**metrics, "version": float(version), "round": float(round_)}
-        await self.versions.announce(self.role, version, path, trained_on_round=round_, metrics=self.last_metrics)
+        await self.versions.announce(self.role, version, uri, trained_on_round=round_, metrics=self.last_metrics)
         for key in keys:
             await self.store.kv.delete(key)
         for k, v in self.last_metrics.items():

@@ -22,7 +22,7 @@ from services.common.models.source import require_source
 from services.common.nats_server import free_port
 from services.common.runtime import Service
 from services.common.streams import Subjects
-from services.common.trainer_shell import Trainer
+from services.common.trainer_shell import PPOLearner, Trainer
 from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
@@ -49,9 +49,10 @@ class PolicyService(Service):
         self.versions = await VersionStore.open(bus)
         if self.trains:
             store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
-            self.trainer = Trainer("policy", HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device),
-                                   self.versions, store,
-                                   self.cfg.ppo, self.cfg.checkpoint_dir, mode=self.config.env.scheduler.mode)
+            learner = PPOLearner(HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device),
+                                 self.cfg.ppo, self.cfg.checkpoint_dir)
+            self.trainer = Trainer("policy", learner, self.versions, store, mode=self.config.env.scheduler.mode,
+                                   min_samples_async=self.cfg.ppo.min_samples_async)
             await self.trainer.ensure_initial_version(self.source)
         if self.serves:
             self.env = GrpcEnvClient(self.cfg.rollout.env_address)

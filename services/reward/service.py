@@ -8,7 +8,7 @@ checkpoints and announces versions on ``rla.models.reward``; ``all`` runs both.
 
 Backends (``reward.backend``): ``llm`` is trained (unless ``reward.frozen``: the fixed-judge
 ablation, versions advance and weights do not); ``oracle`` and ``openai`` have no local weights,
-so their "trainer" (`VersionOnlyTrainer`) only announces one version number per round and the
+so their trainer (with a `VersionOnlyLearner`) only announces one version number per round and the
 judges keep voting with the same model.
 """
 
@@ -29,12 +29,11 @@ from services.common.models.generation import HFGenerator
 from services.common.models.source import require_source
 from services.common.runtime import Service
 from services.common.streams import Subjects
-from services.common.trainer_shell import Trainer
+from services.common.trainer_shell import Learner, PPOLearner, Trainer, VersionOnlyLearner
 from services.common.version_follower import SERVED_VERSION, VersionFollower
 from services.reward.batcher import JudgeBatcher
 from services.reward.grpc_service import SERVICE_NAME, RewardModelServicer
 from services.reward.judges import Judge, build_judge
-from services.reward.version_only import VersionOnlyTrainer
 from services.reward.worker import ConcurrentConsumer, JudgedMarks, TrajectoryJudger
 
 __all__ = ["RewardService"]
@@ -61,13 +60,15 @@ class RewardService(Service):
         if self.trains:
             store = await ProtoBucket.open(bus.js, "reward_samples", RewardSampleBatch)
             mode = self.config.env.scheduler.mode
+            learner: Learner
             if self.cfg.backend == "llm":
                 generator = HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device)
-                self.trainer: Trainer = Trainer("reward", generator, self.versions, store, self.cfg.ppo,
-                                                self.cfg.checkpoint_dir, mode=mode, frozen=self.cfg.frozen)
+                learner = PPOLearner(generator, self.cfg.ppo, self.cfg.checkpoint_dir, frozen=self.cfg.frozen)
             else:
-                uri = "oracle:" if self.cfg.backend == "oracle" else f"openai:{self.cfg.model.openai_base_url}"
-                self.trainer = VersionOnlyTrainer(self.versions, store, uri, mode=mode)
+                learner = VersionOnlyLearner("oracle:" if self.cfg.backend == "oracle"
+                                             else f"openai:{self.cfg.model.openai_base_url}")
+            self.trainer = Trainer("reward", learner, self.versions, store, mode=mode,
+                                   min_samples_async=self.cfg.ppo.min_samples_async)
             await self.trainer.ensure_initial_version(self.source)
         if self.judge is not None:
             self.batcher = JudgeBatcher(self.judge, self.cfg.batch_wait_s)

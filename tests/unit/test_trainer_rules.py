@@ -1,0 +1,25 @@
+"""When a trainer trains (pure rules of services/common/trainer_shell.py)."""
+
+from __future__ import annotations
+
+from services.common.trainer_shell import async_quota_met, batch_key, round_complete
+
+
+def test_batch_keys_are_per_round_and_safe_for_kv() -> None:
+    assert batch_key(3, "r3/gym_text/train-0001/v0/policy") == "r3.r3_gym_text_train-0001_v0_policy"
+    assert batch_key(13, "a.b") == "r13.a_b"
+
+
+def test_a_round_is_complete_when_every_job_sent_its_batch() -> None:
+    keys = [batch_key(2, f"job-{j}") for j in range(3)] + [batch_key(3, "job-0"), batch_key(12, "job-9")]
+    assert round_complete(keys, 2, 4) is None
+    assert round_complete(keys, 2, 3) == keys[:3]
+    assert round_complete(keys, 1, 1) is None  # round 12's key does not count for round 1
+    assert round_complete(keys, 3, 1) == [keys[3]]
+    assert round_complete(keys, 12, 1) == [keys[4]]
+
+
+def test_async_training_waits_for_the_sample_quota() -> None:
+    assert not async_quota_met([], 1)
+    assert not async_quota_met([30, 33], 64)
+    assert async_quota_met([30, 34], 64)
