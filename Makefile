@@ -33,9 +33,10 @@ proto: setup
 check-proto: setup
 	$(PY) -m services.common.protogen check
 
-# Lint (ruff, configured in pyproject.toml) runs before the tests.
+# Lint (ruff) and type check (mypy, basic mode), both configured in pyproject.toml, run before the tests.
 lint: setup
 	$(VENV)/bin/ruff check services tests scripts
+	$(VENV)/bin/mypy
 
 test: setup check-proto lint
 	$(PY) -m pytest $(PYTEST_ARGS)

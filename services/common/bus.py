@@ -67,7 +67,7 @@ class EventBus:
         self.js = js
         self.nats_cfg = nats_cfg
         self.consumer_cfg = consumer_cfg
-        self._consumers: list[Consumer] = []  # type: ignore[type-arg]
+        self._consumers: list[Consumer] = []
 
     @classmethod
     async def connect(cls, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig, name: str) -> "EventBus":

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion
 
 from services.common.bus import EventBus
@@ -28,13 +28,13 @@ ROLES = {"policy": (MODEL_ROLE_POLICY, Subjects.MODELS_POLICY),
          "reward": (MODEL_ROLE_REWARD_MODEL, Subjects.MODELS_REWARD)}
 
 
-def save_checkpoint(model: torch.nn.Module, tokenizer: object, root: str | Path, role: str, version: int) -> Path:
+def save_checkpoint(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, root: str | Path, role: str, version: int) -> Path:
     """Save ``model`` and ``tokenizer`` to ``root/<role>/v<version>`` atomically (temp dir + rename)."""
     out = Path(root) / role / f"v{version}"
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)  # type: ignore[attr-defined]
-    tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return out
@@ -64,7 +64,7 @@ class VersionStore:
     async def latest(self, role: str) -> ModelVersion | None:
         """The newest announced version of ``role`` ("policy" or "reward"), or None."""
         value, _ = await self.bucket.get(role)
-        return value  # type: ignore[return-value]
+        return value
 
     async def load_newer(self, role: str, model: Reloadable) -> tuple[ModelVersion, float] | None:
         """Load the latest version of ``role`` into ``model`` (in a worker thread) when it is newer

@@ -347,7 +347,8 @@ class LauncherConfig(StrictModel):
     """How `rlanything up` runs the services locally."""
 
     services: list[Literal["env", "policy", "reward", "critic"]] = Field(
-        default_factory=lambda: list(SERVICE_NAMES), description="Services to start."
+        default_factory=lambda: ["env", "policy", "reward", "critic"],  # type: ignore[arg-type]  # a list of the Literal names
+        description="Services to start."
     )
     health_timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for every service to be SERVING.")
     stop_timeout_s: float = Field(10.0, gt=0, description="Seconds to wait after SIGTERM before SIGKILL.")

@@ -48,7 +48,7 @@ class Service:
         """``(full service name, register function)`` for each gRPC service this process serves."""
         return []
 
-    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
+    async def consumers(self, bus: EventBus) -> list[Consumer]:
         """Durable consumers to run while the process is up (called after streams exist)."""
         return []
 

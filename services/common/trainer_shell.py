@@ -149,7 +149,7 @@ class Trainer:
 
     async def on_batch(self, batch: Message, delivery: Delivery) -> None:
         """Consumer handler: store the batch, train when the round (or the async quota) is complete."""
-        batch_id, round_, jobs = batch.batch_id, int(batch.round), batch.jobs_in_round  # type: ignore[attr-defined]
+        batch_id, round_, jobs = batch.batch_id, int(batch.round), batch.jobs_in_round
         if not batch_id or jobs <= 0:
             raise InvalidEventError(f"{type(batch).__name__} needs batch_id and jobs_in_round > 0, got "
                                     f"{batch_id!r}, {jobs}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rlanything.v1.events_pb2 import (BadSteps, JudgedTrajectory, PolicySampleBatch, RewardSampleBatch, TaskReport,
                                       TrainingSample)
@@ -131,7 +132,7 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     wins = count_wins([r.trajectory.outcome for r in recs])
     acc = wins / len(recs)
     report = TaskReport(job_id=first.job_id, round=first.round, task=first.task, group_size=first.group_size,
-                        rollouts=len(recs), wins=wins, acc=acc, direction=direction_for(acc),
+                        rollouts=len(recs), wins=wins, acc=acc, direction=direction_for(acc),  # type: ignore[arg-type]  # protobuf enum fields take their int values
                         bad_steps=_bad_steps(recs), is_candidate=first.is_candidate, partial=partial,
                         split=first.split, jobs_in_round=first.jobs_in_round)
     trains = trains_models(report)
@@ -160,7 +161,7 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     stats.update({"sum/groups_complete": float(not partial), "sum/groups_partial": float(partial),
                   "sum/groups_candidate": float(first.is_candidate), "sum/trajectories": float(len(recs)),
                   "sum/policy_samples": float(len(policy_samples)), "sum/reward_samples": float(len(reward_samples))})
-    batch = {"round": first.round, "task": first.task, "jobs_in_round": first.jobs_in_round}
+    batch: dict[str, Any] = {"round": first.round, "task": first.task, "jobs_in_round": first.jobs_in_round}
     return GroupOutputs(policy=PolicySampleBatch(batch_id=f"{first.job_id}/policy", samples=policy_samples, **batch),
                         reward=RewardSampleBatch(batch_id=f"{first.job_id}/reward", samples=reward_samples, **batch),
                         report=report, stats=stats)

@@ -76,7 +76,7 @@ class CriticService(Service):
         servicer = CriticServicer(self.ledger)
         return [(SERVICE_NAME, lambda s: critic_pb2_grpc.add_CriticServicer_to_server(servicer, s))]
 
-    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
+    async def consumers(self, bus: EventBus) -> list[Consumer]:
         return [
             bus.consumer(stream="TRAJ", durable="critic-judged", subject=Subjects.TRAJ_JUDGED,
                          message_type=JudgedTrajectory, handler=self._on_judged),

@@ -63,7 +63,7 @@ class Adaptation:
             return  # one pending candidate per slot; its own report decides first
         await self._propose(report, slot, direction)
 
-    async def _resolve(self, report: TaskReport, slot) -> None:  # type: ignore[no-untyped-def]
+    async def _resolve(self, report: TaskReport, slot) -> None:
         if not slot.HasField("pending") or slot.pending.version != report.task.version:
             return  # already resolved (a redelivered report)
         pending = slot.pending
@@ -75,7 +75,7 @@ class Adaptation:
         await self._publish(report, kind, pending.direction, slot, pending, verdict.reason,
                             acc_prev=pending.parent_acc, acc_new=report.acc)
 
-    async def _propose(self, report: TaskReport, slot, direction: int) -> None:  # type: ignore[no-untyped-def]
+    async def _propose(self, report: TaskReport, slot, direction: int) -> None:
         await self._publish(report, _KIND.KIND_REQUESTED, direction, slot, None,
                             f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
         family = self.pool.family(slot.family)
@@ -110,22 +110,23 @@ class Adaptation:
             return
         candidate = TaskVersion(knobs=proposal.spec.knobs, seed=proposal.spec.seed, oracle_plan_length=plan,
                                 parent_version=slot.active.version, created_round=report.round,
-                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id)
+                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id)  # type: ignore[arg-type]  # protobuf enum fields take their int values
         new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
         await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
                             f"{proposal.note}; oracle plan {plan} steps (parent {slot.active.oracle_plan_length})",
                             acc_prev=report.acc)
 
-    async def _publish(self, report: TaskReport, kind: int, direction: int, slot, candidate,  # type: ignore[no-untyped-def]
+    async def _publish(self, report: TaskReport, kind: int, direction: int, slot, candidate,
                        reason: str, acc_prev: float = 0.0, acc_new: float = 0.0) -> None:
         kind_name = _KIND.Name(kind).removeprefix("KIND_").lower()
-        event = TaskPoolEvent(event_id=f"{report.job_id}/{kind_name}", round=report.round, kind=kind,
-                              direction=direction, parent=ref_of(slot, slot.active), acc_prev=acc_prev,
+        event = TaskPoolEvent(event_id=f"{report.job_id}/{kind_name}", round=report.round, kind=kind,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+                              direction=direction, parent=ref_of(slot, slot.active), acc_prev=acc_prev,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                               acc_new=acc_new, reason=reason)
         if candidate is not None:
             event.candidate.CopyFrom(ref_of(slot, candidate))
         await self.bus.publish(Subjects.ENV_POOL, event, msg_id=event.event_id)
-        side = {DIRECTION_HARDER: "harder", DIRECTION_EASIER: "easier"}.get(direction, "none")
+        sides: dict[int, str] = {DIRECTION_HARDER: "harder", DIRECTION_EASIER: "easier"}
+        side = sides.get(direction, "none")
         POOL_DECISIONS.labels(kind_name, side).inc()
         log.info("pool decision", extra={"kind": kind_name, "direction": side, "slot": slot.slot_id,
                                          "reason": reason})

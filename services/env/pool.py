@@ -3,6 +3,8 @@ restart loses nothing: active versions, version history and pending candidates."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import asyncio
 import logging
 
@@ -34,7 +36,7 @@ def spec_of(family: str, version: TaskVersion) -> TaskSpec:
 class TaskPool:
     """Slots of every family, in KV bucket ``bucket``; families build and check the tasks."""
 
-    def __init__(self, bucket: ProtoBucket, families: dict[str, TaskFamily]) -> None:
+    def __init__(self, bucket: ProtoBucket, families: Mapping[str, TaskFamily]) -> None:
         self.bucket = bucket
         self.families = families
 

@@ -197,7 +197,7 @@ class Scheduler:
             return False
         return round_ % self.cfg.eval_every == 0 or (self.cfg.rounds > 0 and round_ == self.cfg.rounds - 1)
 
-    def _job(self, round_: int, slot, version, is_candidate: bool, min_policy_version: int,  # type: ignore[no-untyped-def]
+    def _job(self, round_: int, slot, version, is_candidate: bool, min_policy_version: int,
              rng: random.Random, group_size: int | None = None) -> RolloutJob:
         family = self.pool.family(slot.family)
         g = group_size or self.cfg.group_size

@@ -16,6 +16,7 @@ from services.common.kv import ProtoBucket
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.env.adaptation import Adaptation
+from services.env.families.base import TaskFamily
 from services.env.families.registry import build_family
 from services.env.grpc_service import SERVICE_NAME, EnvironmentServicer
 from services.env.pool import TaskPool
@@ -32,7 +33,7 @@ class EnvService(Service):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.cfg: EnvServiceConfig = config.env
-        self.families = {f.type: build_family(f, self.cfg.cache_dir) for f in self.cfg.families}
+        self.families: dict[str, TaskFamily] = {f.type: build_family(f, self.cfg.cache_dir) for f in self.cfg.families}
         self.sessions = SessionStore(self.cfg.session_idle_timeout_s, self.cfg.max_sessions)
         self.pool_ready = asyncio.Event()
 
@@ -63,7 +64,7 @@ class EnvService(Service):
         servicer = EnvironmentServicer(self.pool, self.sessions)
         return [(SERVICE_NAME, lambda s: env_pb2_grpc.add_EnvironmentServicer_to_server(servicer, s))]
 
-    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
+    async def consumers(self, bus: EventBus) -> list[Consumer]:
         return [
             bus.consumer(stream="REPORTS", durable="env-task-reports", subject=Subjects.CRITIC_TASK,
                          message_type=TaskReport, handler=self._on_report),

@@ -53,5 +53,5 @@ async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:
         label = step_label(before, result.oracle_plan_length, result.won, session.episode.single_turn)
     return env_pb2.StepResponse(observation=result.observation, admissible_actions=list(result.admissible_actions),
                                 reward=result.reward, terminated=result.terminated, truncated=truncated,
-                                won=result.won, oracle_label=label,
+                                won=result.won, oracle_label=label,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                                 oracle_plan_length=result.oracle_plan_length or 0)

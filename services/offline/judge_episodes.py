@@ -47,8 +47,8 @@ def play_episode(family: TaskFamily, spec: TaskSpec, expert_prob: float, rng: ra
                 prompt, action, index = single_turn_chat(task_text)[-1]["content"], answer, -1
             else:
                 actions = list(episode.admissible_actions)
-                expert = bool(plan) and plan[0] in actions and rng.random() < expert_prob
-                action = plan[0] if expert else rng.choice(actions)  # type: ignore[index]
+                expert = plan[0] if plan and plan[0] in actions and rng.random() < expert_prob else None
+                action = expert if expert is not None else rng.choice(actions)
                 index = actions.index(action)
                 prompt = step_chat(task_text, history, observation, actions, history_steps)[-1]["content"]
             result = episode.step(action)
@@ -57,7 +57,7 @@ def play_episode(family: TaskFamily, spec: TaskSpec, expert_prob: float, rng: ra
             steps.append(TrajectoryStep(
                 index=len(steps), prompt=prompt, response=f"\\boxed{{{index + 1 if index >= 0 else action}}}",
                 action=action, action_index=index, valid=True, observation=observation,
-                next_observation=result.observation, oracle_label=label, env_reward=result.reward))
+                next_observation=result.observation, oracle_label=label, env_reward=result.reward))  # type: ignore[arg-type]  # protobuf enum fields take their int values
             history.append(HistoryItem(observation, action))
             plan = episode.oracle_plan()
             won, terminated = result.won, result.terminated

@@ -67,7 +67,7 @@ def build_tiny_for(demos: Sequence[Demonstration], out_dir: Path, tiny: TinyMode
     """A tiny model whose tokenizer is trained on the demonstrations' own text (chat template applied)."""
     from services.common.models.tiny import CHATML_TEMPLATE  # noqa: F401 - documents the format
 
-    texts = []
+    texts: list[str] = []
     for d in demos[:5000]:
         texts.extend(m["content"] for m in d.chat)
         texts.append(d.response)

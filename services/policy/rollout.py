@@ -99,7 +99,7 @@ async def run_group(job: RolloutJob, env: EnvClient, generator: Generator, histo
                        source="rollout", jobs_in_round=job.jobs_in_round) for e in episodes]
 
 
-def _record(e: _Episode, c, action: str | None, prompt: str,  # type: ignore[no-untyped-def]
+def _record(e: _Episode, c, action: str | None, prompt: str,
             response: env_pb2.StepResponse | None, invalid_action: str) -> None:
     step = TrajectoryStep(index=len(e.steps), prompt=prompt, response=c.text, prompt_token_ids=c.prompt_token_ids,
                           response_token_ids=c.token_ids, behaviour_logprobs=c.logprobs, action=action or "",

@@ -72,8 +72,8 @@ class PolicyService(Service):
         servicer = PolicyServicer(self.generator, self.cfg.max_batch)
         return [(SERVICE_NAME, lambda s: policy_pb2_grpc.add_PolicyServicer_to_server(servicer, s))]
 
-    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
-        out: list[Consumer] = []  # type: ignore[type-arg]
+    async def consumers(self, bus: EventBus) -> list[Consumer]:
+        out: list[Consumer] = []
         if self.serves:
             out.append(bus.consumer(stream="JOBS", durable="policy-rollout-workers", subject=Subjects.ROLLOUT_JOBS,
                                     message_type=RolloutJob, handler=self.on_job))

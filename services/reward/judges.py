@@ -79,7 +79,7 @@ class LLMJudge(Judge):
         self.trainable = trainable
 
     @property
-    def model_version(self) -> int:  # type: ignore[override]
+    def model_version(self) -> int:  # type: ignore[override]  # read-only: the generator's version
         return self.generator.model_version
 
     def load_version(self, path: str, version: int) -> None:

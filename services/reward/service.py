@@ -89,8 +89,8 @@ class RewardService(Service):
         servicer = RewardModelServicer(self.batcher, self.cfg.votes, self.cfg.temperature)
         return [(SERVICE_NAME, lambda s: reward_pb2_grpc.add_RewardModelServicer_to_server(servicer, s))]
 
-    async def consumers(self, bus: EventBus) -> list[Consumer]:  # type: ignore[type-arg]
-        out: list[Consumer] = []  # type: ignore[type-arg]
+    async def consumers(self, bus: EventBus) -> list[Consumer]:
+        out: list[Consumer] = []
         if self.judge is not None:
             self._judge_consumer = ConcurrentConsumer(bus, "TRAJ", "reward-judges", Subjects.TRAJ_COMPLETED,
                                                       Trajectory, self.handler.on_trajectory, bus.consumer_cfg)

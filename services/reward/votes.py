@@ -31,7 +31,8 @@ def parse_vote(text: str) -> int:
 
 def label_vote(oracle_label: int) -> int:
     """The vote the environment's oracle casts: GOOD → +1, BAD → −1, UNSPECIFIED → 0 (invalid)."""
-    return {STEP_LABEL_GOOD: 1, STEP_LABEL_BAD: -1}.get(oracle_label, 0)
+    votes: dict[int, int] = {STEP_LABEL_GOOD: 1, STEP_LABEL_BAD: -1}
+    return votes.get(oracle_label, 0)
 
 
 def majority_vote(values_M: list[int]) -> int:

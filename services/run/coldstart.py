@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from services.common.config import RunConfig
+from services.common.config import FamilyConfig, RunConfig
 
 __all__ = ["coldstart_policy", "coldstart_judge", "config_hash"]
 
@@ -26,8 +26,8 @@ _POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs"}
 """Family fields that size the task pool but never change what the cold start learns from."""
 
 
-def _family_key(fam_cfg: object) -> dict:
-    return fam_cfg.model_dump(mode="json", exclude=_POOL_ONLY)  # type: ignore[attr-defined]
+def _family_key(fam_cfg: FamilyConfig) -> dict:
+    return fam_cfg.model_dump(mode="json", exclude=_POOL_ONLY)
 
 
 def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:

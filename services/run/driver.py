@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nats
+from google.protobuf.message import Message
 from nats.js.api import ConsumerConfig as JsConsumerConfig, DeliverPolicy
 from rich.console import Console
 from rich.live import Live
@@ -66,10 +69,11 @@ async def _replay(url: str, progress: RunProgress) -> None:
     """Feed what was published before this process started (resume): metrics, versions, pool events."""
     nc = await nats.connect(url)
     js = nc.jetstream()
-    for stream, subject, message_type, sink in [
+    replays: list[tuple[str, str, type[Message], Callable[[Any], None]]] = [
         ("METRICS", Subjects.METRICS_ROUND, RoundMetrics, progress.on_metrics),
         ("MODELS", "rla.models.>", ModelVersion, progress.on_version),
-        ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent, progress.on_pool)]:
+        ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent, progress.on_pool)]
+    for stream, subject, message_type, sink in replays:
         try:
             sub = await js.pull_subscribe(subject, durable=None, stream=stream,
                                           config=JsConsumerConfig(filter_subject=subject,

@@ -16,14 +16,14 @@ __all__ = ["subscribe_progress"]
 async def subscribe_progress(nc: NATS, progress: RunProgress) -> list[object]:
     """Subscribe ``progress`` to every event of the loop; returns the subscriptions."""
 
-    def by_id(kind: str):  # type: ignore[no-untyped-def]
+    def by_id(kind: str):
         async def handler(msg: Msg) -> None:
             msg_id = (msg.headers or {}).get("Nats-Msg-Id")
             if msg_id:
                 progress.on_id(kind, msg_id)
         return handler
 
-    def decoded(message_type, sink):  # type: ignore[no-untyped-def]
+    def decoded(message_type, sink):
         async def handler(msg: Msg) -> None:
             sink(message_type.FromString(msg.data))
         return handler

@@ -54,8 +54,8 @@ def make_batch(samples: Sequence[Sample], max_length: int, pad_id: int) -> Batch
     """
     if max_length < 2:
         raise ValueError(f"max_length must be >= 2, got {max_length}")
-    kept = []
-    dropped = []
+    kept: list[Sample] = []
+    dropped: list[Sample] = []
     for s in samples:
         if not s.response_ids:
             raise ValueError(f"sample {s.sample_id} has an empty response")

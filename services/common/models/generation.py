@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import PreTrainedModel, StoppingCriteria, StoppingCriteriaList
 from transformers.utils import logging as hf_logging
 
 from services.common.models.loading import load_model
@@ -71,8 +72,10 @@ class Generator(ABC):
 
 @dataclass
 class _Loaded:
-    model: torch.nn.Module
-    tokenizer: object
+    # transformers' model and tokenizer classes are dynamic (AutoModel*, fast/slow tokenizers):
+    # typed Any so calls like generate() and apply_chat_template() are not mis-typed.
+    model: Any
+    tokenizer: Any
     version: int
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -91,12 +94,12 @@ class HFGenerator(Generator):
         self.model_version = version
 
     @property
-    def model(self) -> torch.nn.Module:
+    def model(self) -> PreTrainedModel:
         """The model currently served."""
         return self._loaded.model
 
     @property
-    def tokenizer(self):  # type: ignore[no-untyped-def]
+    def tokenizer(self):
         """The tokenizer of the model currently served."""
         return self._loaded.tokenizer
 
@@ -164,7 +167,7 @@ class _StopOnText(StoppingCriteria):
     """Stop a row once its *generated* text contains a stop string (transformers' own
     ``stop_strings`` also matches across the prompt boundary, e.g. a prompt ending in a newline)."""
 
-    def __init__(self, tokenizer, stops: Sequence[str], prompt_width: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, tokenizer, stops: Sequence[str], prompt_width: int) -> None:
         self.tokenizer = tokenizer
         self.stops = tuple(stops)
         self.width = prompt_width
@@ -187,7 +190,8 @@ class OpenAIGenerator(Generator):
 
     def _one(self, chat: Chat, sampling: Sampling) -> Completion:
         response = self.client.chat.completions.create(
-            model=self.model, messages=list(chat), temperature=sampling.temperature, top_p=sampling.top_p,
+            model=self.model, messages=list(chat),  # type: ignore[arg-type]  # plain role/content dicts
+            temperature=sampling.temperature, top_p=sampling.top_p,
             max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None, logprobs=True,
             seed=sampling.seed)
         choice = response.choices[0]

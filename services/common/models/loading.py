@@ -37,7 +37,7 @@ def _smollm2_cached(cache_dir: Path) -> Path:
     log.info("converting SmolLM2 GGUF to safetensors (once)", extra={"cache": str(out)})
     tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
     model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME, dtype=torch.float32)
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # drop the GGUF quantizer: the weights are plain fp32
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = out.with_name(out.name + ".tmp")
@@ -64,7 +64,7 @@ def load_model(source: str, cache_dir: str | Path = ".cache/models", dtype: torc
     with _LOAD_LOCK:
         path = resolve_model_path(source, cache_dir)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)  # type: ignore[arg-type]  # a device string
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
