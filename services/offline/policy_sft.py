@@ -23,7 +23,7 @@ from services.common.models.generation import HFGenerator
 from services.common.models.tiny import build_tiny_model, train_tokenizer
 from services.env.families.base import TaskFamily, TaskSpec
 from services.offline.local_env import LocalEnvClient
-from services.offline.expert import Demonstration, expert_demonstrations
+from services.offline.expert import Demonstration, expert_demonstrations_async, run_sync
 from services.policy.rollout import run_group
 
 __all__ = ["SFTResult", "demonstrations", "build_tiny_for", "supervised_train", "success_rate", "held_out_specs"]
@@ -57,10 +57,13 @@ def held_out_specs(cfg: FamilyConfig, n: int) -> list[TaskSpec]:
 
 def demonstrations(family: TaskFamily, cfg: FamilyConfig, episodes: int, history_steps: int) -> list[Demonstration]:
     """Expert steps of ``episodes`` training tasks of the family."""
-    demos: list[Demonstration] = []
-    for spec in _specs(cfg, episodes, TRAIN_SEED_BASE):
-        demos.extend(expert_demonstrations(family, spec, history_steps))
-    return demos
+    async def play() -> list[Demonstration]:
+        demos: list[Demonstration] = []
+        for spec in _specs(cfg, episodes, TRAIN_SEED_BASE):
+            demos.extend(await expert_demonstrations_async(family, spec, history_steps))
+        return demos
+
+    return run_sync(play())
 
 
 def build_tiny_for(demos: Sequence[Demonstration], out_dir: Path, tiny: TinyModelConfig, seed: int = 0) -> Path:

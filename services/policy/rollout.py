@@ -9,23 +9,61 @@ that cannot be parsed is recorded with ``valid=False`` and handled by ``invalid_
 * ``end_episode``: the episode ends there as a loss.
 
 Never "index 0": an invalid answer never turns into an action.
+
+Who answers is an `Agent`: the policy's generator (`GeneratorAgent`, one batched call per step)
+or a scripted player such as the cold start's expert (`services.offline.expert.ExpertAgent`).
+Every episode of the project, RL rollouts and expert demonstrations alike, is played by this
+one loop, so the prompts a model is trained on are the prompts it is asked in RL.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rlanything.v1 import env_pb2
 from rlanything.v1.events_pb2 import RolloutJob, Trajectory, TrajectoryStep
 
-from services.common.models.generation import Generator, Sampling
+from services.common.models.generation import Chat, Completion, Generator, Sampling
 from services.policy.env_clients import EnvClient
 from services.common.answers import last_boxed
 from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
 
-__all__ = ["run_group", "sampling_of"]
+__all__ = ["run_group", "sampling_of", "Agent", "GeneratorAgent"]
+
+
+class Agent(Protocol):
+    """Answers the chats of the live episodes of a group, one completion per chat, in order."""
+
+    @property
+    def model_version(self) -> int:
+        """Version of the weights that answered (0 for a scripted player)."""
+        ...
+
+    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        """``session_ids[i]`` is the env session whose step ``chats[i]`` asks for."""
+        ...
+
+
+class GeneratorAgent:
+    """A model answers: batched generation (``max_batch`` chats per call) in a worker thread."""
+
+    def __init__(self, generator: Generator, max_batch: int = 64) -> None:
+        self.generator = generator
+        self.max_batch = max_batch
+
+    @property
+    def model_version(self) -> int:
+        return self.generator.model_version
+
+    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        completions: list[Completion] = []
+        for i in range(0, len(chats), self.max_batch):
+            completions += await asyncio.to_thread(self.generator.generate, chats[i: i + self.max_batch], sampling)
+        return completions
 
 
 @dataclass
@@ -51,30 +89,31 @@ def sampling_of(job: RolloutJob) -> Sampling:
                     stop=tuple(s.stop), seed=s.seed or None)
 
 
-async def run_group(job: RolloutJob, env: EnvClient, generator: Generator, history_steps: int = 2,
+async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, history_steps: int = 2,
                     invalid_action: str = "noop", max_batch: int = 64) -> list[Trajectory]:
     """Play the job's ``group_size`` episodes and return one `Trajectory` each (ids "<job>/<j>").
+
+    ``player`` is a `Generator` (wrapped in a `GeneratorAgent` of ``max_batch``) or any `Agent`.
 
     Raises:
         grpc.aio.AioRpcError: an env call failed (the job is retried by the consumer).
     """
+    agent: Agent = GeneratorAgent(player, max_batch) if isinstance(player, Generator) else player
     sampling = sampling_of(job)
     resets = await asyncio.gather(*(env.reset(job.task, int(seed)) for seed in job.seeds[: job.group_size]))
     episodes = [_Episode(j, r.session_id, r.task_text, r.observation, list(r.admissible_actions), r.single_turn,
                          min(job.max_steps or r.max_steps, r.max_steps) if r.max_steps else job.max_steps)
                 for j, r in enumerate(resets)]
     generate_s = env_s = 0.0
-    version = generator.model_version
+    version = agent.model_version
     try:
         while live := [e for e in episodes if not e.done]:
             chats = [single_turn_chat(e.task_text) if e.single_turn
                      else step_chat(e.task_text, e.history, e.observation, e.admissible, history_steps) for e in live]
             start = time.perf_counter()
-            completions = []
-            for i in range(0, len(chats), max_batch):
-                completions += await asyncio.to_thread(generator.generate, chats[i: i + max_batch], sampling)
+            completions = await agent.answer([e.session_id for e in live], chats, sampling)
             generate_s += time.perf_counter() - start
-            version = generator.model_version
+            version = agent.model_version
             actions: list[str | None] = []
             for e, c in zip(live, completions):
                 if e.single_turn:
