@@ -28,7 +28,7 @@ from services.common.errors import InvalidEventError, ServiceFailedError
 from services.common.metrics import EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
-__all__ = ["EventBus", "Consumer", "Delivery", "DLQ_HEADERS"]
+__all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS"]
 
 log = logging.getLogger("rlanything.bus")
 
@@ -127,9 +127,11 @@ class EventBus:
 
     def consumer(self, *, stream: str, durable: str, subject: str, message_type: type[M],
                  handler: Callable[[M, Delivery], Awaitable[None]],
-                 config: ConsumerConfig | None = None) -> "Consumer[M]":
-        """A durable pull consumer of ``subject`` on ``stream`` (call `setup()` then `run()`)."""
-        consumer = Consumer(self, stream, durable, subject, message_type, handler, config or self.consumer_cfg)
+                 config: ConsumerConfig | None = None, concurrent: bool = False) -> "Consumer[M]":
+        """A durable pull consumer of ``subject`` on ``stream`` (call `setup()` then `run()`);
+        ``concurrent``: the messages of one fetch are handled at the same time (`ConcurrentConsumer`)."""
+        kind = ConcurrentConsumer if concurrent else Consumer
+        consumer = kind(self, stream, durable, subject, message_type, handler, config or self.consumer_cfg)
         self._consumers.append(consumer)
         return consumer
 
@@ -269,3 +271,19 @@ class Consumer(Generic[M]):
         EVENTS_DEAD_LETTERED.labels(self.durable, kind).inc()
         EVENTS_HANDLED.labels(self.durable, "dead_lettered").inc()
         return "dead_lettered"
+
+
+class ConcurrentConsumer(Consumer[M]):
+    """A durable pull consumer that processes the messages of one fetch concurrently.
+
+    Each message keeps the base class's outcome rules (ack after the handler, nak with backoff,
+    dead-letter); only their handlers overlap.
+    """
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if self._sub is None:
+            await self.setup()
+        while not stop.is_set():
+            msgs: list[Msg] = await self.fetch()
+            if msgs:
+                await asyncio.gather(*(self.process(m) for m in msgs))

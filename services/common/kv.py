@@ -6,6 +6,7 @@ critic's open groups) lives in such buckets, never only in a process's memory.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,19 +18,36 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-__all__ = ["ProtoBucket", "open_bucket", "live_entries", "LiveEntry"]
+__all__ = ["ProtoBucket", "open_bucket", "live_entries", "LiveEntry", "escape_id"]
 
 M = TypeVar("M", bound=Message)
 KEYS_FETCH = 512
 """Entries read per fetch by `live_entries`."""
 
 
-async def open_bucket(js: JetStreamContext, name: str, history: int = 1) -> KeyValue:
-    """Open bucket ``name``, creating it when missing (safe when several processes race)."""
+_SAFE = re.compile(r"[A-Za-z0-9_-]")
+
+
+def escape_id(raw: str) -> str:
+    """A KV key token for an id: every character outside [A-Za-z0-9_-] written as ``=XX`` per
+    UTF-8 byte (KV keys allow only ``[-/_=.A-Za-z0-9]`` and '.' separates tokens). Injective: two
+    different ids never share a key, and an escaped id contains no '.' or '/'.
+
+    Raises:
+        ValueError: ``raw`` is empty (an empty key token is not a valid KV key).
+    """
+    if not raw:
+        raise ValueError("cannot build a KV key from an empty id")
+    return "".join(c if _SAFE.fullmatch(c) else "".join(f"={b:02X}" for b in c.encode()) for c in raw)
+
+
+async def open_bucket(js: JetStreamContext, name: str, history: int = 1, ttl_s: float = 0.0) -> KeyValue:
+    """Open bucket ``name``, creating it when missing (safe when several processes race); a new
+    bucket's entries expire after ``ttl_s`` seconds (0 = never)."""
     try:
         return await js.key_value(name)
     except BucketNotFoundError:
-        return await js.create_key_value(bucket=name, history=history)
+        return await js.create_key_value(bucket=name, history=history, ttl=ttl_s or None)
 
 
 class ProtoBucket:

@@ -32,7 +32,7 @@ from services.common.bus import Delivery
 from services.common.checkpoints import VersionStore, save_checkpoint
 from services.common.config import PPOConfig
 from services.common.errors import InvalidEventError
-from services.common.kv import ProtoBucket
+from services.common.kv import ProtoBucket, escape_id
 from services.common.models.generation import HFGenerator
 from services.common.training import ppo_update
 
@@ -44,8 +44,9 @@ TRAINER_METRICS = Gauge("rla_trainer_metric", "Last training step's metrics, by 
 
 
 def batch_key(round_: int, batch_id: str) -> str:
-    """The KV key of a stored batch: ``r<round>.<batch id with other characters as _>``."""
-    return f"r{round_}." + "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in batch_id)
+    """The KV key of a stored batch: ``r<round>.<escaped batch id>`` (`common.kv.escape_id`: two
+    batch ids never share a key; the old "other characters as _" rule let "a/b" and "a_b" collide)."""
+    return f"r{round_}." + escape_id(batch_id)
 
 
 def round_complete(keys: Sequence[str], round_: int, jobs_in_round: int) -> list[str] | None:

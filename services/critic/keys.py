@@ -1,32 +1,17 @@
 """JetStream KV keys of the critic's buckets (pure).
 
-KV keys allow only ``[-/_=.A-Za-z0-9]``, and '.' separates key tokens. Job ids such as
-``r3/gym_text/train-0001/v2`` are escaped injectively: every character outside
-``[A-Za-z0-9_-]`` becomes ``=XX`` (the hex of its UTF-8 bytes), so two different job ids never
-share a key and an escaped id never contains '.' or '/'.
+Job ids such as ``r3/gym_text/train-0001/v2`` are escaped injectively (`common.kv.escape_id`),
+so two different job ids never share a key and an escaped id never contains '.' or '/'.
 """
 
 from __future__ import annotations
 
-import re
+from services.common.kv import escape_id
 
 __all__ = ["escape_id", "group_key", "report_key", "stats_key", "MODEL_POLICY_KEY"]
 
-_SAFE = re.compile(r"[A-Za-z0-9_-]")
-
 MODEL_POLICY_KEY = "model.policy"
 """Stats-bucket key of the latest announced policy version (a `ModelVersion`)."""
-
-
-def escape_id(raw: str) -> str:
-    """``raw`` with every character outside [A-Za-z0-9_-] written as ``=XX`` per UTF-8 byte.
-
-    Raises:
-        ValueError: ``raw`` is empty (an empty key token is not a valid KV key).
-    """
-    if not raw:
-        raise ValueError("cannot build a KV key from an empty id")
-    return "".join(c if _SAFE.fullmatch(c) else "".join(f"={b:02X}" for b in c.encode()) for c in raw)
 
 
 def group_key(job_id: str, rollout_index: int) -> str:

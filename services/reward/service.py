@@ -34,7 +34,7 @@ from services.common.version_follower import SERVED_VERSION, VersionFollower
 from services.reward.batcher import JudgeBatcher
 from services.reward.grpc_service import SERVICE_NAME, RewardModelServicer
 from services.reward.judges import Judge, build_judge
-from services.reward.worker import ConcurrentConsumer, JudgedMarks, TrajectoryJudger
+from services.reward.worker import JudgedMarks, TrajectoryJudger
 
 __all__ = ["RewardService"]
 
@@ -52,7 +52,6 @@ class RewardService(Service):
         self.trains = self.cfg.role in ("all", "trainer")
         self.source = require_source("reward", self.cfg.model) if self.cfg.backend == "llm" else ""
         self.judge: Judge | None = build_judge(self.cfg, self.source) if self.judges else None
-        self._judge_consumer: ConcurrentConsumer[Trajectory] | None = None
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
@@ -92,14 +91,9 @@ class RewardService(Service):
     async def consumers(self, bus: EventBus) -> list[Consumer]:
         out: list[Consumer] = []
         if self.judge is not None:
-            self._judge_consumer = ConcurrentConsumer(bus, "TRAJ", "reward-judges", Subjects.TRAJ_COMPLETED,
-                                                      Trajectory, self.handler.on_trajectory, bus.consumer_cfg)
-            out.append(self._judge_consumer)
+            out.append(bus.consumer(stream="TRAJ", durable="reward-judges", subject=Subjects.TRAJ_COMPLETED,
+                                    message_type=Trajectory, handler=self.handler.on_trajectory, concurrent=True))
         if self.trains:
             out.append(bus.consumer(stream="SAMPLES", durable="reward-trainer", subject=Subjects.SAMPLES_REWARD,
                                     message_type=RewardSampleBatch, handler=self.trainer.on_batch))
         return out
-
-    async def on_stop(self) -> None:
-        if self._judge_consumer is not None:  # built here, not by bus.consumer: the bus would not unbind it
-            await self._judge_consumer.unbind()

@@ -19,33 +19,32 @@ Exactly one judged event per trajectory id, under at-least-once delivery:
 Re-judging old trajectories with a newer judge is a replay: a new durable consumer and a fresh
 marks bucket (``reward.judged_bucket``), never a change to this one.
 
-Messages of one fetch are handled concurrently (`ConcurrentConsumer`), so their steps meet in
+Messages of one fetch are handled concurrently (``bus.consumer(..., concurrent=True)``), so their steps meet in
 the shared `JudgeBatcher` and are judged in common generate batches.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import re
 from typing import TypeVar
 
 from google.protobuf.message import Message
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
 from rlanything.v1.events_pb2 import JudgedTrajectory, StepJudgement, Trajectory
 
-from services.common.bus import Consumer, Delivery, EventBus
+from services.common.bus import Delivery, EventBus
 from services.common.errors import InvalidEventError
+from services.common.kv import open_bucket
 from services.common.streams import STREAMS, Subjects
 from services.reward.batcher import JudgeBatcher, Judged
 from services.reward.judges import steps_of
 
-__all__ = ["ConcurrentConsumer", "JudgedMarks", "TrajectoryJudger", "judged_msg_id", "mark_key", "MARK_TTL_S"]
+__all__ = ["JudgedMarks", "TrajectoryJudger", "judged_msg_id", "mark_key", "MARK_TTL_S"]
 
 log = logging.getLogger("rlanything.reward")
 TRAJECTORIES = Counter("rla_reward_trajectories_total", "Completed trajectories by outcome (judged, duplicate).",
@@ -72,22 +71,6 @@ def mark_key(trajectory_id: str) -> str:
     return "sha256." + hashlib.sha256(trajectory_id.encode()).hexdigest()
 
 
-class ConcurrentConsumer(Consumer[M]):
-    """A durable pull consumer that processes the messages of one fetch concurrently.
-
-    Each message keeps the base class's outcome rules (ack after the handler, nak with backoff,
-    dead-letter); only their handlers overlap.
-    """
-
-    async def run(self, stop: asyncio.Event) -> None:
-        if self._sub is None:
-            await self.setup()
-        while not stop.is_set():
-            msgs: list[Msg] = await self.fetch()
-            if msgs:
-                await asyncio.gather(*(self.process(m) for m in msgs))
-
-
 class JudgedMarks:
     """The set of judged trajectory ids (KV bucket; value = the RM version that judged it)."""
 
@@ -97,11 +80,7 @@ class JudgedMarks:
     @classmethod
     async def open(cls, js: JetStreamContext, bucket: str) -> "JudgedMarks":
         """Open (or create, with a TTL of `MARK_TTL_S`) the marks bucket."""
-        try:
-            kv = await js.key_value(bucket)
-        except BucketNotFoundError:
-            kv = await js.create_key_value(bucket=bucket, history=1, ttl=MARK_TTL_S or None)
-        return cls(kv)
+        return cls(await open_bucket(js, bucket, history=1, ttl_s=MARK_TTL_S))
 
     async def seen(self, trajectory_id: str) -> bool:
         """Whether ``trajectory_id`` was judged and published already."""

@@ -6,8 +6,9 @@ from services.common.trainer_shell import async_quota_met, batch_key, round_comp
 
 
 def test_batch_keys_are_per_round_and_safe_for_kv() -> None:
-    assert batch_key(3, "r3/gym_text/train-0001/v0/policy") == "r3.r3_gym_text_train-0001_v0_policy"
-    assert batch_key(13, "a.b") == "r13.a_b"
+    assert batch_key(3, "r3/gym_text/train-0001/v0/policy") == "r3.r3=2Fgym_text=2Ftrain-0001=2Fv0=2Fpolicy"
+    assert batch_key(13, "a.b") == "r13.a=2Eb"
+    assert batch_key(0, "a/b") != batch_key(0, "a_b")  # two batches never share a key
 
 
 def test_a_round_is_complete_when_every_job_sent_its_batch() -> None:
