@@ -38,7 +38,7 @@ def main() -> None:
         run_dir = Path("runs/bench-phases")
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
         subprocess.run([str(Path(sys.executable).parent / "rlanything"), "run", "configs/default.yaml",
-                        "--set", "env.scheduler.rounds=6", "--run-dir", str(run_dir)], check=True)
+                        "--set", "loop.rounds=6", "--run-dir", str(run_dir)], check=True)
     rounds = read_rounds(run_dir / "metrics.jsonl")
     if not rounds:
         raise SystemExit(f"no rounds in {run_dir / 'metrics.jsonl'}")

@@ -65,7 +65,7 @@ def run(
     """Run the closed loop: cold start (cached), NATS + four services, live progress, report.
 
     Writes runs/<id>/ with config.yaml, metrics.jsonl, report.md and PNG curves. Exits 0 when
-    all ``env.scheduler.rounds`` rounds are done, 130 after Ctrl-C (resume with --resume),
+    all ``loop.rounds`` rounds are done, 130 after Ctrl-C (resume with --resume),
     1 when a service dies, 2 on a bad config.
     """
     from services.run.launcher import new_run_dir
@@ -85,8 +85,8 @@ def run(
         target = resume
     else:
         run_config = _load(config, overrides)
-        if run_config.env.scheduler.rounds == 0:
-            console.print("[red]config error:[/red] env.scheduler.rounds must be > 0 for `rlanything run` (got 0)")
+        if run_config.loop.rounds == 0:
+            console.print("[red]config error:[/red] loop.rounds must be > 0 for `rlanything run` (got 0)")
             raise typer.Exit(2)
         if run_config.launcher.coldstart:
             say = lambda msg: console.print(msg, highlight=False)  # noqa: E731

@@ -24,7 +24,7 @@ from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL
                                       SamplingParams, TaskReport)
 
 from services.common.bus import Delivery, EventBus
-from services.common.config import SchedulerConfig
+from services.common.config import LoopConfig, SchedulerConfig
 from services.common.kv import ProtoBucket
 from services.common.streams import Subjects
 from services.env.pool import TaskPool
@@ -89,7 +89,7 @@ class Scheduler:
     """Publishes `RolloutJob` events; call `tick()` whenever something may have unblocked it."""
 
     def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
-                 cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event) -> None:
+                 cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event, loop: LoopConfig | None = None) -> None:
         self.pool_ready = pool_ready
         """Set once every configured slot exists: no round is released from a partial pool (TextWorld
         games compile for minutes while model versions already arrive)."""
@@ -98,6 +98,8 @@ class Scheduler:
         self.state = state
         self.models = models
         self.cfg = cfg
+        self.loop = loop or LoopConfig()
+        """The shared loop section: ``mode`` (sync/async) and ``rounds``."""
         self.seed = seed
         self._lock = asyncio.Lock()
 
@@ -119,7 +121,7 @@ class Scheduler:
 
     async def on_report(self, report: TaskReport) -> None:
         """A job was reported by the critic: it is no longer in flight (async mode)."""
-        if self.cfg.mode == "async":
+        if self.loop.mode == "async":
             def drop(s: SchedulerState | None) -> SchedulerState:
                 new = SchedulerState()
                 if s is not None:
@@ -138,11 +140,11 @@ class Scheduler:
         async with self._lock:
             state, _ = await self.state.get("scheduler")
             state = state or SchedulerState()
-            if self.cfg.rounds and state.next_round >= self.cfg.rounds:
+            if self.loop.rounds and state.next_round >= self.loop.rounds:
                 return 0
             policy_round, policy_version = await self._model_round("policy")
             reward_round, _ = await self._model_round("reward")
-            if self.cfg.mode == "sync":
+            if self.loop.mode == "sync":
                 if not round_ready(state.next_round, policy_round, reward_round):
                     return 0
                 return await self._release_round(state, min_policy_version=policy_version)
@@ -182,7 +184,7 @@ class Scheduler:
             # one job decides a candidate: a second one (released before the first one's report was
             # handled) could find it rejected and dropped — NOT_FOUND, dead-lettered, a round that never ends
             new.candidate_jobs.extend(candidate_key(j.task.slot_id, j.task.version) for j in jobs if j.is_candidate)
-            if self.cfg.mode == "async":
+            if self.loop.mode == "async":
                 new.open_jobs.extend(j.job_id for j in jobs)
             return new
 
@@ -195,7 +197,7 @@ class Scheduler:
         """Held-out and OOD slots are rolled out every ``eval_every`` rounds and in the last one."""
         if not self.cfg.eval_every:
             return False
-        return round_ % self.cfg.eval_every == 0 or (self.cfg.rounds > 0 and round_ == self.cfg.rounds - 1)
+        return round_ % self.cfg.eval_every == 0 or (self.loop.rounds > 0 and round_ == self.loop.rounds - 1)
 
     def _job(self, round_: int, slot, version, is_candidate: bool, min_policy_version: int,
              rng: random.Random, group_size: int | None = None) -> RolloutJob:

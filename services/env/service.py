@@ -43,7 +43,7 @@ class EnvService(Service):
         state = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_scheduler", SchedulerState)
         models = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_models", ModelVersion)
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
-                                   self.pool_ready)
+                                   self.pool_ready, self.config.loop)
         self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold),
                                      self.cfg.adaptation)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),

@@ -58,7 +58,7 @@ class RewardService(Service):
         self.versions = await VersionStore.open(bus)
         if self.trains:
             store = await ProtoBucket.open(bus.js, "reward_samples", RewardSampleBatch)
-            mode = self.config.env.scheduler.mode
+            mode = self.config.loop.mode
             learner: Learner
             if self.cfg.backend == "llm":
                 generator = HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device)

@@ -45,7 +45,7 @@ def load_for_resume(run_dir: Path) -> RunConfig:
 
 
 def _status(config: RunConfig, progress: RunProgress, done: list[dict[str, float]], started: float) -> Table:
-    rounds = config.env.scheduler.rounds
+    rounds = config.loop.rounds
     current = max(progress.rounds, default=0)
     rp = progress.round(current)
     last = done[-1] if done else {}
@@ -108,7 +108,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
         loop.add_signal_handler(sig, stop.set)
     started = time.monotonic()
     round_started = started
-    rounds = config.env.scheduler.rounds
+    rounds = config.loop.rounds
     next_round = len(done)
     code = 0
     with Live(_status(config, progress, done, started), console=console, refresh_per_second=2) as live:
@@ -116,10 +116,10 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
             await asyncio.sleep(0.25)
             launcher.check_alive()
             rp = progress.round(next_round)
-            if rp.complete(config.env.scheduler.mode):
+            if rp.complete(config.loop.mode):
                 now = time.monotonic()
                 record = rp.record(progress.accepted_total, now - round_started)
-                if config.env.scheduler.mode == "async":  # versions are not tied to rounds: show the newest
+                if config.loop.mode == "async":  # versions are not tied to rounds: show the newest
                     for role, metrics in progress.latest_trained.items():
                         if f"{role}/version" not in record:
                             record.update({f"{role}/{k}": v for k, v in metrics.items()})

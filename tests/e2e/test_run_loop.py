@@ -26,11 +26,12 @@ RLANYTHING = str(Path(sys.executable).parent / "rlanything")
 TINY = """
 run_name: e2e
 seed: 1
+loop: {rounds: ROUNDS}
 env:
   families:
     - {type: gym_text, knobs: {size: 4, hole_prob: 0.2}, train_slots: 4, heldout_slots: 2,
        ood_knobs: {size: 5, hole_prob: 0.25}, ood_slots: 2}
-  scheduler: {rounds: ROUNDS, tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2,
+  scheduler: {tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2,
               max_new_tokens: 12}
 policy:
   model: {threads: 1, tiny: {hidden_size: 64}}
@@ -151,12 +152,12 @@ def test_answer_format_collapse_stops_the_run_with_a_clear_message(tmp_path: Pat
 
 
 def test_asynchronous_mode_runs_every_round_and_trains_on_stale_rollouts(tmp_path: Path, cold: Path) -> None:
-    """env.scheduler.mode=async: rounds are released while earlier ones train; the trainers use
+    """loop.mode=async: rounds are released while earlier ones train; the trainers use
     the behaviour log-probs as π_old and log the mismatch; every round is done once."""
     run_dir = tmp_path / "run"
     cmd = [RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir),
            "--set", "env.families.0.observation=window", "--set", "policy.sft.steps=150",  # answers in format
-           "--set", "env.scheduler.mode=async", "--set", "env.scheduler.max_staleness=1",
+           "--set", "loop.mode=async", "--set", "env.scheduler.max_staleness=1",
            "--set", "policy.ppo.min_samples_async=8", "--set", "reward.ppo.min_samples_async=8"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -38,11 +38,17 @@ def launched(tmp_path: Path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([RLANYTHING, "up", "--run-dir", str(run_dir)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    manifest = wait_for(run_dir / "services.json", proc)
-    yield proc, manifest, run_dir
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    try:
+        manifest = wait_for(run_dir / "services.json", proc)
+        yield proc, manifest, run_dir
+    finally:  # also when the launcher never got ready: SIGINT stops it and its services
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def test_up_serves_every_service_then_stops_cleanly_on_sigint(launched) -> None:

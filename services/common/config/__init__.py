@@ -1,0 +1,41 @@
+"""Run configuration, one module per owner: `base` (NATS, consumers, servers), `models` (what
+both learners share), `env`, `policy`, `reward`, `critic`, `launcher`, and `run` (the whole
+file, overrides, loading). Each service reads its own section (and the shared `loop:`).
+"""
+
+from services.common.config.base import StrictModel, NatsConfig, ConsumerConfig, ServerConfig, ServiceConfig, LoopConfig, SERVICE_NAMES
+from services.common.config.critic import CriticServiceConfig
+from services.common.config.env import FamilyConfig, SchedulerConfig, AdaptationConfig, EnvServiceConfig
+from services.common.config.launcher import LauncherConfig
+from services.common.config.models import TinyModelConfig, ModelConfig, PPOConfig, SFTConfig
+from services.common.config.policy import RolloutConfig, PolicyServiceConfig
+from services.common.config.reward import JudgeSFTConfig, RewardServiceConfig
+from services.common.config.run import RunConfig, load_config, apply_overrides, dump_config
+
+__all__ = [
+    "StrictModel",
+    "NatsConfig",
+    "ConsumerConfig",
+    "ServerConfig",
+    "ServiceConfig",
+    "LoopConfig",
+    "SERVICE_NAMES",
+    "CriticServiceConfig",
+    "FamilyConfig",
+    "SchedulerConfig",
+    "AdaptationConfig",
+    "EnvServiceConfig",
+    "LauncherConfig",
+    "TinyModelConfig",
+    "ModelConfig",
+    "PPOConfig",
+    "SFTConfig",
+    "RolloutConfig",
+    "PolicyServiceConfig",
+    "JudgeSFTConfig",
+    "RewardServiceConfig",
+    "RunConfig",
+    "load_config",
+    "apply_overrides",
+    "dump_config",
+]

@@ -1,0 +1,70 @@
+"""Config models every service shares: strictness, NATS, consumers, servers, the loop."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["StrictModel", "NatsConfig", "ConsumerConfig", "ServerConfig", "ServiceConfig", "LoopConfig", "SERVICE_NAMES"]
+
+SERVICE_NAMES: tuple[str, ...] = ("env", "policy", "reward", "critic")
+
+
+class StrictModel(BaseModel):
+    """Base of every config model: unknown keys are errors, values are validated on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class NatsConfig(StrictModel):
+    """Where the NATS JetStream server is and how streams are set up."""
+
+    url: str = Field("nats://127.0.0.1:4222", description="NATS server URL.")
+    connect_timeout_s: float = Field(5.0, gt=0, description="Seconds to wait for a connection.")
+    duplicate_window_s: float = Field(
+        120.0, gt=0, description="Seconds during which a repeated Nats-Msg-Id is dropped."
+    )
+    stream_replicas: int = Field(1, ge=1, le=5, description="JetStream replicas per stream.")
+
+
+class ConsumerConfig(StrictModel):
+    """Delivery settings of durable pull consumers (every event handler)."""
+
+    ack_wait_s: float = Field(30.0, gt=0, description="Seconds before an unacked message is redelivered.")
+    max_deliveries: int = Field(
+        5, ge=1, description="Deliveries after which a failing message goes to the dead-letter stream."
+    )
+    backoff_s: list[float] = Field(
+        default_factory=lambda: [0.5, 2.0, 8.0],
+        min_length=1,
+        description="Nak delays in seconds for the 1st, 2nd, ... transient failure (last repeats).",
+    )
+    fetch_batch: int = Field(16, ge=1, le=1024, description="Messages fetched per pull request.")
+    fetch_timeout_s: float = Field(1.0, gt=0, description="Seconds one pull request waits for messages.")
+
+
+class ServerConfig(StrictModel):
+    """Network endpoints of one service process."""
+
+    host: str = Field("127.0.0.1", description="Address the gRPC and metrics servers bind to.")
+    grpc_port: int = Field(0, ge=0, le=65535, description="gRPC port (0 = any free port).")
+    metrics_port: int = Field(0, ge=0, le=65535, description="Prometheus /metrics port (0 = any free port).")
+    grace_s: float = Field(
+        5.0, gt=0, description="Seconds in-flight RPCs get on SIGTERM; keep below the pod's grace period."
+    )
+
+
+class ServiceConfig(StrictModel):
+    """Settings every service has; each service's own knobs extend this class."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class LoopConfig(StrictModel):
+    """The loop every service takes part in (``loop:``), the one section besides its own a service reads."""
+
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: round r+1 waits for both models trained on round r; async: bounded jobs in flight.")
+    rounds: int = Field(0, ge=0, description="Rounds to release (0 = until stopped).")

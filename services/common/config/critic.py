@@ -1,0 +1,41 @@
+"""Config of the critic service (`critic:`): rewards, advantages, bands, buckets."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from services.common.config.base import ServiceConfig
+
+__all__ = ["CriticServiceConfig"]
+
+
+class CriticServiceConfig(ServiceConfig):
+    """The critic service: task groups, integrated advantages, consistency rewards, metrics."""
+
+    lam: float = Field(
+        1.0, ge=0, description="λ: weight of the RM's mean vote in the step reward r = O + λ·S̄ (0 = outcome-only).")
+    group_timeout_s: float = Field(
+        600.0, gt=0, description="Seconds after a group's first stored rollout before it is reported partial.")
+    lone_rollout_advantage: Literal["zero", "raw"] = Field(
+        "zero", description="Advantage of a step index only one rollout reaches: 0, or the reference's raw r.")
+    policy_band: bool = Field(
+        True, description="Train the policy only on tasks with a win and a loss (acc in [1/G, 1-1/G]).")
+    rm_band_low: float = Field(0.2, ge=0, le=1, description="Lowest task acc whose steps train the RM.")
+    rm_band_high: float = Field(0.8, ge=0, le=1, description="Highest task acc whose steps train the RM.")
+    invalid_answer_penalty: float = Field(
+        1.0, ge=0, description="Subtracted from the step reward of a policy answer that is no valid action (a "
+                               "format reward; 0 = the paper's r = O + λ·S̄). Keeps the \\boxed{i} format.")
+    invalid_vote_penalty: float = Field(
+        -2.0, le=0, description="Consistency reward of an unparseable RM vote (format penalty), before z-scoring.")
+    groups_bucket: str = Field(
+        "critic_groups", pattern=r"^[A-Za-z0-9_-]+$", description="JetStream KV bucket of the open groups.")
+    stats_bucket: str = Field(
+        "critic_stats", pattern=r"^[A-Za-z0-9_-]+$",
+        description="JetStream KV bucket of closed groups (task reports, round statistics).")
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Reject an empty RM band (raised as a validation error naming the section)."""
+        if self.rm_band_low > self.rm_band_high:
+            raise ValueError(f"rm_band_low ({self.rm_band_low}) must not exceed rm_band_high ({self.rm_band_high})")

@@ -1,0 +1,90 @@
+"""Config of the env service (`env:`): task families, the round scheduler, environment adaptation."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from services.common.config.base import ServiceConfig, StrictModel
+
+__all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "EnvServiceConfig"]
+
+
+class FamilyConfig(StrictModel):
+    """One task family of the pool and the seed tasks it starts with."""
+
+    type: Literal["gym_text", "textworld", "reasoning_gym"] = Field(description="Task family adapter.")
+    knobs: dict[str, float] = Field(description="Difficulty knobs of the seed tasks, e.g. {size: 4, hole_prob: 0.2}.")
+    train_slots: int = Field(8, ge=0, description="Slots trained on (their variants evolve).")
+    heldout_slots: int = Field(0, ge=0, description="Slots never trained on, same knobs (evaluation).")
+    ood_knobs: dict[str, float] = Field(default_factory=dict, description="Knobs of out-of-distribution slots.")
+    ood_slots: int = Field(0, ge=0, description="Out-of-distribution evaluation slots (with ood_knobs).")
+    dataset: str = Field("basic_arithmetic", description="reasoning_gym only: the dataset name.")
+    max_steps: int = Field(0, ge=0, description="Steps per episode (0 = the family's default).")
+    observation: Literal["map", "window"] = Field(
+        "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
+                           "agent plus the goal's offset (a tiny model learns from it; see the README).")
+
+
+class SchedulerConfig(StrictModel):
+    """The round scheduler (env service): which rollout jobs to publish, and when (the loop's
+    ``mode`` and ``rounds`` are in the shared ``loop:`` section)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_to_loop(cls, data: Any) -> Any:
+        moved = sorted(k for k in ("mode", "rounds") if isinstance(data, dict) and k in data)
+        if moved:
+            raise ValueError(f"env.scheduler.{moved[0]} moved to loop.{moved[0]} (the loop section every service "
+                             f"reads): write loop: {{{', '.join(f'{k}: {data[k]}' for k in moved)}}}")
+        return data
+
+    enabled: bool = Field(True, description="Publish rollout jobs (off: the env only serves gRPC).")
+    tasks_per_round: int = Field(16, ge=1, description="N: active train tasks sampled per round (plus pending candidates).")
+    group_size: int = Field(8, ge=1, description="G: rollouts per task.")
+    temperature: float = Field(0.8, ge=0, description="Policy sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Policy nucleus mass.")
+    max_new_tokens: int = Field(64, ge=1, description="Tokens per policy response.")
+    out_of_band_weight: float = Field(
+        1.0, gt=0, le=1, description="Sampling weight of a train task whose last acc is outside [band_low, band_high] "
+                                     "(in-band and unmeasured tasks weigh 1; 1 = uniform, the paper).")
+    band_low: float = Field(0.2, ge=0, le=1, description="Lower edge of the band for out_of_band_weight.")
+    band_high: float = Field(0.8, ge=0, le=1, description="Upper edge of the band for out_of_band_weight.")
+    max_jobs_in_flight: int = Field(32, ge=1, description="async: jobs published and not yet reported.")
+    max_staleness: int = Field(1, ge=0, description="async: policy versions a rollout may lag (0 = synchronous).")
+    eval_every: int = Field(4, ge=0, description="Every this many rounds (and the last), also roll out every "
+                                                 "held-out and out-of-distribution slot (0 = never).")
+    eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")
+
+
+class AdaptationConfig(StrictModel):
+    """Loop 3: harder/easier variants from the critic's task reports."""
+
+    enabled: bool = Field(True, description="Propose variants (off: the 'no environment adaptation' ablation).")
+    harder_at: float = Field(0.8, ge=0, le=1, description="acc at or above which a harder variant is requested.")
+    easier_at: float = Field(0.2, ge=0, le=1, description="acc at or below which an easier variant is requested.")
+    band_low: float = Field(0.2, ge=0, le=1, description="Acceptance band, lower edge (harder variants).")
+    band_high: float = Field(0.8, ge=0, le=1, description="Acceptance band, upper edge (easier variants).")
+    proposer: Literal["parametric"] = Field("parametric", description="How candidates are made.")
+    variant_tries: int = Field(
+        4, ge=1, le=64, description="Seeds tried per proposal until the candidate's oracle plan moves the asked way "
+                                    "(harder: longer than the parent's). Each try builds the task (TextWorld: seconds).")
+    bad_step_threshold: float = Field(
+        0.3, ge=0, le=1, description="Share of bad steps at which the proposer switches knob order.")
+
+
+class EnvServiceConfig(ServiceConfig):
+    """The env service: task families, sessions, the task pool, adaptation and the scheduler."""
+
+    families: list[FamilyConfig] = Field(
+        default_factory=lambda: [FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2},
+                                              train_slots=16, heldout_slots=8,
+                                              ood_knobs={"size": 5, "hole_prob": 0.25}, ood_slots=8)],
+        min_length=1, description="Task families in the pool.")
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    adaptation: AdaptationConfig = Field(default_factory=AdaptationConfig)
+    session_idle_timeout_s: float = Field(300.0, gt=0, description="Seconds before an idle episode session expires.")
+    max_sessions: int = Field(4096, ge=1, description="Open sessions at most (oldest idle ones expire first).")
+    cache_dir: str = Field(".cache/env", description="Where generated games are cached (by knobs and seed).")
+    pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")

@@ -1,0 +1,31 @@
+"""Config of one-machine runs (`launcher:`): `rlanything up` and `rlanything run`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from services.common.config.base import StrictModel
+
+__all__ = ["LauncherConfig"]
+
+
+class LauncherConfig(StrictModel):
+    """How `rlanything up` runs the services locally."""
+
+    services: list[Literal["env", "policy", "reward", "critic"]] = Field(
+        default_factory=lambda: ["env", "policy", "reward", "critic"],  # type: ignore[arg-type]  # a list of the Literal names
+        description="Services to start."
+    )
+    health_timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for every service to be SERVING.")
+    stop_timeout_s: float = Field(10.0, gt=0, description="Seconds to wait after SIGTERM before SIGKILL.")
+    runs_dir: str = Field("runs", description="Folder that holds one sub-folder per run.")
+    coldstart: bool = Field(True, description="`rlanything run`: cold-start the policy and judge by SFT (cached) "
+                                              "when their model.source is ''.")
+    coldstart_dir: str = Field(".cache/coldstart", description="Cache of cold-started models, by config hash.")
+    round_timeout_s: float = Field(1800.0, gt=0, description="`rlanything run` fails when a round takes longer.")
+    max_invalid_answer_rate: float = Field(
+        0.5, gt=0, le=1, description="`rlanything run` stops (exit 3) when this share of the policy's answers is no "
+                                     "valid \\boxed{i} for invalid_answer_patience rounds in a row (1 = never).")
+    invalid_answer_patience: int = Field(2, ge=1, description="Consecutive rounds above max_invalid_answer_rate.")

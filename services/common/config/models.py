@@ -1,0 +1,76 @@
+"""Config of the models both learners have: the model and its backend, PPO, supervised cold start."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from services.common.config.base import StrictModel
+
+__all__ = ["TinyModelConfig", "ModelConfig", "PPOConfig", "SFTConfig"]
+
+
+class TinyModelConfig(StrictModel):
+    """A tiny Qwen2-style decoder built from scratch with a tokenizer trained on the family's text."""
+
+    hidden_size: int = Field(128, ge=16, description="Model width.")
+    layers: int = Field(2, ge=1, description="Decoder layers.")
+    heads: int = Field(4, ge=1, description="Attention heads.")
+    vocab_size: int = Field(512, ge=300, description="Byte-level BPE vocabulary (keep it small on CPU).")
+
+
+class ModelConfig(StrictModel):
+    """Which model a service runs, and through which generation backend."""
+
+    backend: Literal["hf", "vllm", "openai"] = Field("hf", description="Generation backend.")
+    source: str = Field(
+        "", description="Local HF directory, hub id, 'smollm2', or '' for the tiny model built from the family.")
+    cache_dir: str = Field(".cache/models", description="Where built/converted models are cached.")
+    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig)
+    openai_base_url: str = Field("", description="openai backend: the server's /v1 URL.")
+    openai_model: str = Field("", description="openai backend: the model name to request.")
+    openai_api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+    device: str = Field("cpu", description="torch device for hf: 'cpu' or 'cuda'.")
+
+
+class PPOConfig(StrictModel):
+    """PPO-clip with the k3 KL term (docs/algorithm.md, training step); used by both trainers."""
+
+    eps: float = Field(0.2, gt=0, lt=1, description="Clip range ε.")
+    beta: float = Field(0.01, ge=0, description="KL coefficient β (k3 estimator).")
+    ref_beta: float = Field(
+        0.0, ge=0, description="Weight of a k3 KL to the starting weights (version 0), as GRPO's KL to its initial "
+                               "model (0 = the paper: KL to π_old only). Anchors the answer format.")
+    dual_clip: float = Field(
+        3.0, ge=0, description="Dual-clip c for A < 0 (surrogate >= c·A; 0 = off, the paper's loss): bounds the "
+                               "gradient of a token whose probability rose far within a round.")
+    lr: float = Field(3e-4, gt=0, description="AdamW learning rate (tiny CPU models need ~1e-4..1e-3).")
+    optimizer_steps: int = Field(4, ge=1, description="Optimizer steps per round: the data is split in this many minibatches.")
+    epochs: int = Field(1, ge=1, le=64, description="Passes over the round's data (optimizer_steps minibatches each).")
+    warmup_steps: int = Field(
+        0, ge=0, description="Linear lr warm-up over the trainer's first optimizer steps (0 = none): Adam's first "
+                             "steps move every weight by the full lr.")
+    max_kl: float = Field(
+        0.0, ge=0, description="Trust region: stop the update before a minibatch whose KL(π_old‖π_θ) exceeds this, "
+                               "and undo a step that takes its minibatch above it (0 = off, the paper).")
+    grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")
+    max_length: int = Field(1024, ge=2, description="Samples longer than this (tokens) are dropped with their advantage.")
+    min_samples_async: int = Field(64, ge=1, description="async mode: train once this many samples are stored.")
+
+    @model_validator(mode="after")
+    def _dual_clip_above_one(self) -> "PPOConfig":
+        if 0 < self.dual_clip <= 1:
+            raise ValueError(f"dual_clip must be 0 (off) or > 1, got {self.dual_clip}")
+        return self
+
+
+class SFTConfig(StrictModel):
+    """Cold start: supervised steps on the environment's expert trajectories."""
+
+    episodes: int = Field(600, ge=1, description="Expert episodes (maps, games, questions) to learn from.")
+    steps: int = Field(300, ge=0, description="Optimizer steps (stop short of mastery).")
+    batch_size: int = Field(32, ge=1, description="Samples per step.")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
+    eval_episodes: int = Field(100, ge=1, description="Held-out episodes to measure success before/after.")

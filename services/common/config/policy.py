@@ -1,0 +1,35 @@
+"""Config of the policy service (`policy:`): rollout workers, model, PPO, cold start."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from services.common.config.base import ServiceConfig, StrictModel
+from services.common.config.models import ModelConfig, PPOConfig, SFTConfig
+
+__all__ = ["RolloutConfig", "PolicyServiceConfig"]
+
+
+class RolloutConfig(StrictModel):
+    """Rollout workers: prompts, parsing and how invalid answers are handled."""
+
+    env_address: str = Field("127.0.0.1:50051", description="gRPC address of the env service.")
+    history_steps: int = Field(2, ge=0, description="Past steps shown in each step prompt.")
+    invalid_action: Literal["noop", "end_episode"] = Field(
+        "noop", description="Unparseable answer: 'noop' keeps the state and counts the step; 'end_episode' loses.")
+    version_wait_s: float = Field(120.0, gt=0, description="Seconds a job waits for its min_policy_version.")
+
+
+class PolicyServiceConfig(ServiceConfig):
+    """The policy service: backends, rollout workers, the trainer, checkpoints, the OpenAI endpoint."""
+
+    role: Literal["all", "rollout", "trainer"] = Field("all", description="Which parts this process runs.")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    ppo: PPOConfig = Field(default_factory=PPOConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    checkpoint_dir: str = Field("runs/checkpoints", description="Shared checkpoint store (a volume in k8s).")
+    openai_port: int = Field(8000, ge=0, le=65535, description="OpenAI-compatible HTTP port (0 = free port).")
+    max_batch: int = Field(64, ge=1, description="Chats per generate call.")

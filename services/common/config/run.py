@@ -1,0 +1,120 @@
+"""The whole run config (one YAML file): sections by owner, dotted overrides, strict validation.
+
+Unknown keys and wrong types fail at start-up with a message that names the dotted field and the
+bad value. This package must stay importable without torch or grpc.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from services.common.config.base import ConsumerConfig, LoopConfig, NatsConfig, StrictModel
+from services.common.config.critic import CriticServiceConfig
+from services.common.config.env import EnvServiceConfig
+from services.common.config.launcher import LauncherConfig
+from services.common.config.policy import PolicyServiceConfig
+from services.common.config.reward import RewardServiceConfig
+from services.common.errors import ConfigError
+
+__all__ = ["RunConfig", "load_config", "apply_overrides", "dump_config"]
+
+
+class RunConfig(StrictModel):
+    """One run: the whole system's configuration (one YAML file)."""
+
+    run_name: str = Field("rlanything", min_length=1, description="Human-readable name of the run.")
+    seed: int = Field(0, ge=0, description="Global random seed.")
+    nats: NatsConfig = Field(default_factory=NatsConfig)
+    consumer: ConsumerConfig = Field(default_factory=ConsumerConfig)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    env: EnvServiceConfig = Field(default_factory=EnvServiceConfig)
+    policy: PolicyServiceConfig = Field(default_factory=PolicyServiceConfig)
+    reward: RewardServiceConfig = Field(default_factory=RewardServiceConfig)
+    critic: CriticServiceConfig = Field(default_factory=CriticServiceConfig)
+    launcher: LauncherConfig = Field(default_factory=LauncherConfig)
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid config {source}:"]
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "<root>"
+        value = e.get("input")
+        shown = json.dumps(value, default=str) if not isinstance(value, dict) else "{...}"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  {field}: unknown key (value {shown}); check the spelling or remove it")
+        else:
+            lines.append(f"  {field}: {e['msg']} (got {shown})")
+    return "\n".join(lines)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply dotted ``key.sub=value`` overrides to a nested dict (values parsed as YAML).
+
+    Raises:
+        ConfigError: when an override has no ``=`` or walks through a non-mapping value.
+    """
+    result = json.loads(json.dumps(data))  # deep copy of plain data
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r}: expected dotted.key=value")
+        parts = key.strip().split(".")
+        node: Any = result
+        for i, part in enumerate(parts[:-1]):
+            if isinstance(node, list):  # a list entry by its index: env.families.0.observation=window
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"override {item!r}: {'.'.join(parts[:i])} has {len(node)} entries, "
+                                      f"no index {part!r}")
+                child = node[int(part)]
+            else:
+                child = node.setdefault(part, {})
+            if not isinstance(child, (dict, list)):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"override {item!r}: {where} is {child!r}, not a section")
+            node = child
+        if isinstance(node, list):
+            raise ConfigError(f"override {item!r}: {'.'.join(parts[:-1])} is a list; name an entry's field")
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    return result
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
+    """Read a YAML run config, apply dotted overrides and validate it.
+
+    Args:
+        path: YAML file; ``None`` starts from the defaults.
+        overrides: ``["policy.server.grpc_port=50052", ...]``, applied in order.
+
+    Raises:
+        ConfigError: the file is missing or not a mapping, or a field has a wrong type, a value
+            out of range or an unknown key; the message names each dotted field and its value.
+    """
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        source = str(path)
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {source} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {source} is not valid YAML: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {source}: top level must be a mapping, got {type(loaded).__name__}")
+        data = loaded
+    data = apply_overrides(data, overrides or [])
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, source)) from None
+
+
+def dump_config(config: RunConfig) -> str:
+    """The resolved config as YAML (what a run directory stores and services re-read)."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
