@@ -4,7 +4,12 @@ Judge workers handle the trajectories of one fetch concurrently and gRPC request
 concurrently; each awaits `JudgeBatcher.judge`. The first request waits ``wait_s`` seconds for
 others, then every pending request with the same (votes, temperature) is judged in ONE call of
 the synchronous `Judge` (which splits it into generate calls of at most ``max_batch`` chats) in a
-worker thread, so the event loop keeps serving. A failure fails exactly the requests of that call.
+worker thread, so the event loop keeps serving.
+
+A merged call that fails is retried request by request, so one request the judge cannot handle
+(a poison trajectory) fails alone and its batch-mates are judged. Without this every request of
+the call failed, and since they all nak with the same backoff they met again in one call on every
+redelivery until all of them were dead-lettered.
 """
 
 from __future__ import annotations
@@ -73,24 +78,38 @@ class JudgeBatcher:
             key = (self._pending[0].votes, self._pending[0].temperature)
             batch = [r for r in self._pending if (r.votes, r.temperature) == key]
             self._pending = [r for r in self._pending if (r.votes, r.temperature) != key]
-            steps = [s for r in batch for s in r.steps]
-            version = self.judge.model_version
-            started = time.perf_counter()
             try:
-                with BATCH_SECONDS.time():
-                    judgements = await asyncio.to_thread(self.judge.judge, steps, key[0], key[1])
-            except Exception as exc:  # noqa: BLE001 - handed to every caller of this call, who re-raises
-                for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(exc)
-                continue
-            BATCH_STEPS.observe(len(steps))
-            seconds = time.perf_counter() - started
-            start = 0
-            for r in batch:
-                mine = judgements[start: start + len(r.steps)]
-                for i, j in enumerate(mine):
-                    j.step_index = i
-                start += len(r.steps)
-                if not r.future.done():
-                    r.future.set_result(Judged(mine, version, seconds * len(r.steps) / max(1, len(steps))))
+                await self._judge_together(batch, key[0], key[1])
+            except Exception as exc:  # noqa: BLE001 - retried alone below, or handed to the one caller
+                if len(batch) == 1:
+                    if not batch[0].future.done():
+                        batch[0].future.set_exception(exc)
+                    continue
+                for r in batch:  # the merged call failed: find the request(s) the judge cannot handle
+                    try:
+                        await self._judge_together([r], key[0], key[1])
+                    except Exception as alone:  # noqa: BLE001 - this request's own failure, re-raised by its caller
+                        if not r.future.done():
+                            r.future.set_exception(alone)
+
+    async def _judge_together(self, batch: list[_Request], votes: int, temperature: float) -> None:
+        """One judge call for every step of ``batch``; resolves their futures.
+
+        Raises:
+            Exception: whatever the judge raised (no future is resolved then).
+        """
+        steps = [s for r in batch for s in r.steps]
+        version = self.judge.model_version
+        started = time.perf_counter()
+        with BATCH_SECONDS.time():
+            judgements = await asyncio.to_thread(self.judge.judge, steps, votes, temperature)
+        BATCH_STEPS.observe(len(steps))
+        seconds = time.perf_counter() - started
+        start = 0
+        for r in batch:
+            mine = judgements[start: start + len(r.steps)]
+            for i, j in enumerate(mine):
+                j.step_index = i
+            start += len(r.steps)
+            if not r.future.done():
+                r.future.set_result(Judged(mine, version, seconds * len(r.steps) / max(1, len(steps))))

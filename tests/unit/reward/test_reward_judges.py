@@ -120,3 +120,30 @@ async def test_batcher_fails_the_requests_of_a_failed_call() -> None:
         await batcher.judge_steps([step()], 3, 0.8)
     batcher.judge = CountingJudge()  # the batcher keeps working after a failure
     assert (await batcher.judge_steps([step()], 1, 0.8)).judgements[0].mean_vote == 1.0
+
+
+class PoisonJudge(CountingJudge):
+    """Fails any call that holds a step whose prompt is ``POISON`` (a trajectory the judge cannot handle)."""
+
+    def judge(self, steps: Sequence[StepToJudge], votes: int, temperature: float) -> list[StepJudgement]:
+        self.calls.append(len(steps))
+        if any(s.prompt == "POISON" for s in steps):
+            raise ValueError("cannot judge this step")
+        return OracleJudge().judge(steps, votes, temperature)
+
+
+async def test_a_poison_request_fails_alone_and_its_batch_mates_are_judged() -> None:
+    """Regression (issue: field bugs, 1): one failing request used to fail every request merged with it."""
+    judge = PoisonJudge()
+    batcher = JudgeBatcher(judge, wait_s=0.01)
+    poison = step(STEP_LABEL_GOOD)
+    poison.prompt = "POISON"
+    results = await asyncio.gather(batcher.judge_steps([step(STEP_LABEL_GOOD)], 3, 0.8),
+                                   batcher.judge_steps([poison, step(STEP_LABEL_GOOD)], 3, 0.8),
+                                   batcher.judge_steps([step(STEP_LABEL_BAD)] * 2, 3, 0.8),
+                                   batcher.judge_steps([step(STEP_LABEL_GOOD)], 3, 0.8), return_exceptions=True)
+    assert isinstance(results[1], ValueError)
+    healthy = [r for i, r in enumerate(results) if i != 1]
+    assert [[j.mean_vote for j in r.judgements] for r in healthy] == [[1.0], [-1.0, -1.0], [1.0]]
+    assert judge.calls[0] == 6  # merged first; then each request alone
+    assert sorted(judge.calls[1:]) == [1, 1, 2, 2]
