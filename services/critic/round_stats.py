@@ -19,6 +19,7 @@ turns the sums of one round into the slash-namespaced metrics of docs/algorithm.
 | time/generate_s, time/env_s, time/judge_s | seconds of policy generation, env calls and judge generation, summed over the round's jobs |
 | policy/staleness | max over trajectories of (latest announced policy version − its version) |
 | critic/* | groups_complete, groups_partial, groups_candidate, trajectories, policy_samples, reward_samples |
+| reward/labelled_steps | judged steps with an oracle label (what reward/step_accuracy is measured on; 0 = no accuracy) |
 
 A ratio whose denominator is 0 is left out (no data is not a 0 % rate).
 """
@@ -116,4 +117,5 @@ def round_metrics(group_stats: Iterable[Mapping[str, float]]) -> dict[str, float
             out[f"time/{name}"] = total[f"sum/time/{name}"]
     for name in _COUNTS:
         out[f"critic/{name}"] = total.get(f"sum/{name}", 0.0)
+    out["reward/labelled_steps"] = total.get("sum/steps_labelled", 0.0)
     return dict(sorted(out.items()))

@@ -10,12 +10,18 @@ Prompt length is what a tiny CPU judge pays for, so long texts are cut: the agen
 its last ``prompt_chars`` characters (the current observation and the admissible actions sit at
 its end), the response keeps its last ``field_chars`` (the final answer), the next observation
 its first ``field_chars`` (what happened). A cut is marked with ``…``. The task text is shown
-only when the kept part of the prompt does not already contain it.
+only when the kept part of the prompt does not already contain it. Every ``\\boxed{`` of the
+agent's texts is shown as ``boxed{`` (`defang`), so the only boxes a judge writes are its own.
 """
 
 from __future__ import annotations
 
-__all__ = ["JUDGE_SYSTEM", "GOOD_VERDICT", "BAD_VERDICT", "judge_chat", "keep_head", "keep_tail"]
+__all__ = ["JUDGE_SYSTEM", "GOOD_VERDICT", "BAD_VERDICT", "PROMPT_FORMAT", "judge_chat", "defang", "keep_head",
+           "keep_tail"]
+
+PROMPT_FORMAT = 2
+"""Version of the judge's prompt layout (part of the cold-started judge's cache key).
+2: agent boxes are defanged (`defang`)."""
 
 JUDGE_SYSTEM = (
     "You judge one step of an agent. A step is good when the action suits the observation and the goal, "
@@ -40,6 +46,12 @@ def keep_head(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[:chars].rstrip() + ELLIPSIS
 
 
+def defang(text: str) -> str:
+    """``text`` with every ``\\boxed{`` written ``boxed{``: the agent's answer is still readable, but
+    a judge that quotes it does not cast the agent's box as its own vote (`votes.parse_vote`)."""
+    return text.replace("\\boxed{", "boxed{")
+
+
 def judge_chat(task_text: str, prompt: str, response: str, next_observation: str, prompt_chars: int = 600,
                field_chars: int = 300) -> list[dict[str, str]]:
     """The judge's chat for one step: ``[system rubric, user step]``.
@@ -57,13 +69,13 @@ def judge_chat(task_text: str, prompt: str, response: str, next_observation: str
     """
     if prompt_chars < 1 or field_chars < 1:
         raise ValueError(f"prompt_chars and field_chars must be >= 1, got {prompt_chars}, {field_chars}")
-    shown = keep_tail(prompt, prompt_chars)
+    shown = defang(keep_tail(prompt, prompt_chars))
     lines = []
     task = task_text.strip()
     if task and task not in shown:
         lines.append(f"Task: {keep_head(task, field_chars)}")
     lines += [f"Agent saw:\n{shown}",
-              f"Agent answered: {keep_tail(response, field_chars) or '(nothing)'}",
-              f"Next observation: {keep_head(next_observation, field_chars) or '(none)'}",
+              f"Agent answered: {defang(keep_tail(response, field_chars)) or '(nothing)'}",
+              f"Next observation: {defang(keep_head(next_observation, field_chars)) or '(none)'}",
               "Was this step good?"]
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from services.common.config import FamilyConfig, RunConfig
+from services.reward.judge_prompt import PROMPT_FORMAT
 
 __all__ = ["coldstart_policy", "coldstart_judge", "config_hash"]
 
@@ -61,7 +62,8 @@ def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
     fam_cfg = config.env.families[0]
     settings = JudgeSettings.of(rcfg)
     key = config_hash(_family_key(fam_cfg), rcfg.sft, rcfg.model.tiny, rcfg.votes, rcfg.temperature, rcfg.prompt_chars,
-                      rcfg.field_chars, rcfg.max_new_tokens, config.policy.rollout.history_steps)
+                      rcfg.field_chars, rcfg.max_new_tokens, config.policy.rollout.history_steps,
+                      PROMPT_FORMAT)  # a new prompt layout needs a newly trained judge
     out = Path(config.launcher.coldstart_dir) / f"judge-{fam_cfg.type}-{key}"
     if (out / "config.json").exists():
         log(f"cold-started judge: cached {out}")

@@ -15,7 +15,17 @@ from reasoning_gym.factory import DATASETS, create_curriculum
 from services.common.errors import InvalidArgumentError
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
 
-__all__ = ["ReasoningGymFamily"]
+__all__ = ["ReasoningGymFamily", "normalise_answer"]
+
+
+_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\uff0b": "+"})
+
+
+def normalise_answer(text: str) -> str:
+    """The answer as the dataset's verifier expects it: stripped, with the Unicode minus signs
+    (U+2212, U+FE63, U+FF0D) and the fullwidth plus (U+FF0B) written as ASCII ``-`` and ``+``
+    ("−1" is the gold answer "-1"; models trained on typeset text write it)."""
+    return text.strip().translate(_SIGNS)
 
 
 class ReasoningGymEpisode(Episode):
@@ -36,7 +46,7 @@ class ReasoningGymEpisode(Episode):
         if self.done:
             return StepResult("The question was already answered.", (), 0.0, True, False, None)
         self.done = True
-        score = float(self.dataset.score_answer(action.strip(), self.entry))
+        score = float(self.dataset.score_answer(normalise_answer(action), self.entry))
         won = score >= 1.0
         self.observation = "Correct." if won else "Incorrect."
         return StepResult(self.observation, (), score, True, won, 0 if won else None)

@@ -154,6 +154,7 @@ async def test_round_metrics_published_and_served(spawn_service, bus: EventBus) 
     expected = {
         "policy/success_train": 0.5, "policy/success_heldout": 0.5,
         "reward/step_accuracy": 6 / 8,        # 4 of 6 labelled train steps, 2 of 2 held-out steps
+        "reward/labelled_steps": 8.0,
         "reward/outcome_accuracy": 5 / 6,     # one train rollout has mean vote 0
         "reward/invalid_vote_rate": 1 / 27, "reward/split_vote_share": 4 / 9,
         "env/in_band_share": 1.0, "policy/zero_advantage_share": 1 / 7, "policy/response_tokens_mean": 3.0,

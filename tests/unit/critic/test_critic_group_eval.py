@@ -111,6 +111,7 @@ def test_round_statistics_of_the_group() -> None:
     assert m == pytest.approx({
         "policy/success_train": 0.5,
         "reward/step_accuracy": 4 / 6,         # labelled: (G,G) ✓✓, (B,G,B) ✓✗✓, (B) with S̄ = 0 ✗
+        "reward/labelled_steps": 6.0,
         "reward/outcome_accuracy": 3 / 4,      # the last rollout's mean vote is 0
         "reward/invalid_vote_rate": 1 / 21,
         "reward/split_vote_share": 3 / 7,

@@ -80,3 +80,20 @@ def test_sessions_expire_when_idle() -> None:
     (DIRECTION_HARDER, 0, 3, True)])
 def test_candidate_must_move_difficulty_the_asked_way(direction: int, parent: int, plan: int, moves: bool) -> None:
     assert moves_difficulty(direction, parent, plan) is moves
+
+
+def test_a_unicode_minus_answer_is_the_gold_negative_answer() -> None:
+    """Regression (field bugs, 6): "−1" (U+2212) scored 0 against the gold "-1"."""
+    from services.env.families.reasoning_gym_family import ReasoningGymFamily, normalise_answer
+
+    assert normalise_answer(" \u22127 ") == "-7" and normalise_answer("\uff0b3") == "+3"
+    family = ReasoningGymFamily()
+    for seed in range(300):
+        spec = TaskSpec("reasoning_gym", {"level": 0}, seed)
+        (gold,) = family.make_episode(spec, 0).oracle_plan() or [""]
+        if gold.startswith("-"):
+            break
+    else:
+        raise AssertionError("no negative gold answer in 300 questions")
+    assert family.make_episode(spec, 0).step("\u2212" + gold[1:]).won
+    assert not family.make_episode(spec, 0).step("\u2212" + gold[1:] + "1").won

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, JUDGE_SYSTEM, judge_chat, keep_head, keep_tail
+from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, JUDGE_SYSTEM, defang, judge_chat, keep_head, keep_tail
 from services.reward.votes import parse_vote
 
 TASK = "Walk on the frozen lake from S to the goal G without falling into a hole H."
@@ -21,8 +21,8 @@ def test_rubric_and_the_three_texts() -> None:
                    "next observation agrees with the action", "Reason briefly", "\\boxed{1}", "\\boxed{-1}"):
         assert phrase in rubric, phrase
     text = user["content"]
-    assert f"Agent saw:\n{PROMPT}" in text
-    assert "Agent answered: I go right. \\boxed{3}" in text
+    assert f"Agent saw:\n{defang(PROMPT)}" in text  # agent boxes are shown defanged
+    assert "Agent answered: I go right. boxed{3}" in text and "\\boxed{" not in text
     assert "Next observation: You reached the goal!\nS F\nF A" in text
     assert text.endswith("Was this step good?")
     assert "Task: " + TASK in text and text.count(TASK) == 1  # already inside the prompt: not repeated
@@ -33,9 +33,9 @@ def test_long_texts_are_cut_where_the_information_is() -> None:
     _, user = judge_chat(TASK, long_prompt, "r" * 500 + " \\boxed{2}", "You fell into a hole." + "y" * 500,
                          prompt_chars=120, field_chars=40)
     text = user["content"]
-    assert "xxx" not in text and "Answer with the number of your action as \\boxed{i}." in text  # prompt's end kept
+    assert "xxx" not in text and "Answer with the number of your action as boxed{i}." in text  # prompt's end kept
     assert text.startswith(f"Task: {TASK[:39]}")  # cut from the prompt, so shown on its own (head, cut too)
-    assert "Agent answered: …" in text and text.count("r") < 60 and "\\boxed{2}" in text  # response's end kept
+    assert "Agent answered: …" in text and text.count("r") < 60 and " boxed{2}" in text  # response's end kept
     assert "Next observation: You fell into a hole." in text and "y" * 41 not in text  # observation's start kept
     assert len(text) < 120 + 2 * 40 + len(TASK) + 120
 

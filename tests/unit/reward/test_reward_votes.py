@@ -26,12 +26,17 @@ from services.reward.votes import label_vote, majority_vote, mean_vote, parse_vo
     ("\\boxed{1/2}", 0),                                         # fractions
     ("\\boxed{\\frac{1}{2}}", 0),
     ("\\boxed{0.5}", 0),
-    ("\\boxed{1.0}", 0),
+    ("\\boxed{1.0}", 1),                                        # numeric forms of ±1 are normalised
+    ("\\boxed{-1.0}", -1),
+    ("\\boxed{+1.00}", 1),
+    ("\\boxed{1.}", 0),
     ("\\boxed{good}", 0),                                        # words
     ("\\boxed{yes}", 0),
     ("\\boxed{-1 (bad)}", 0),
     ("\\boxed{+ 1}", 0),
-    ("\\boxed{\u22121}", 0),                                     # unicode minus
+    ("\\boxed{\u22121}", -1),                                    # unicode minus sign (U+2212) means minus
+    ("\\boxed{\uff0b1}", 1),                                     # fullwidth plus
+    ("\\boxed{\u22121.0}", -1),
     ("\\boxed{11}", 0),
     ("boxed{1}", 0),                                             # no backslash: not a box
 ])
@@ -60,3 +65,17 @@ def test_label_vote() -> None:
     assert label_vote(STEP_LABEL_GOOD) == 1
     assert label_vote(STEP_LABEL_BAD) == -1
     assert label_vote(STEP_LABEL_UNSPECIFIED) == 0
+
+
+def test_a_verdict_quoted_from_the_agent_is_no_vote() -> None:
+    """Regression (field bugs, 6): a judge that only echoes the step it was shown (with the agent's
+    box in it) used to vote +1; the prompt now shows agent boxes defanged, and only a box of the
+    judge's own counts."""
+    from services.reward.judge_prompt import judge_chat
+
+    chat = judge_chat("Reach G.", "Now: A F G\nActions:\n1. left\n2. right\nAnswer as \\boxed{i}.", "\\boxed{1}",
+                      "You moved right.")
+    shown = chat[-1]["content"]
+    assert "\\boxed{" not in shown and "boxed{1}" in shown  # the agent's answer is still shown
+    assert parse_vote(f"The agent answered: {shown}") == 0
+    assert parse_vote(f"{shown} My verdict: \\boxed{{-1}}") == -1
