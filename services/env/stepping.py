@@ -3,7 +3,8 @@
 Used by the gRPC servicer (`grpc_service`) and by in-process clients (cold start, offline
 evaluation), so both give the same observations, labels and end-of-episode flags:
 
-* ``truncated`` = not terminated and the step budget ``max_steps`` is used up;
+* ``truncated`` = the step budget ``max_steps`` is used up, also on a step that terminates the
+  episode (as Gymnasium's ``TimeLimit`` wrapper reports it; the outcome is still the win/loss);
 * a session that terminated or was truncated accepts no more steps (InvalidArgumentError);
 * the oracle label of a step compares the oracle plan length before and after it (`oracle.step_label`).
 """
@@ -48,7 +49,7 @@ async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:
         result = await asyncio.to_thread(session.episode.step, action)
         session.steps += 1
         session.plan_length = result.oracle_plan_length
-        truncated = not result.terminated and session.steps >= session.max_steps
+        truncated = session.steps >= session.max_steps
         session.done = result.terminated or truncated
         label = step_label(before, result.oracle_plan_length, result.won, session.episode.single_turn)
     return env_pb2.StepResponse(observation=result.observation, admissible_actions=list(result.admissible_actions),

@@ -22,7 +22,8 @@ from transformers.utils import logging as hf_logging
 
 from services.common.models.loading import load_model
 
-__all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "VLLMGenerator", "Chat"]
+__all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "VLLMGenerator", "Chat", "eos_ids",
+           "cut_at_eos"]
 
 hf_logging.disable_progress_bar()
 Chat = Sequence[dict[str, str]]
@@ -68,6 +69,26 @@ class Generator(ABC):
     def load_version(self, path: str, version: int) -> None:
         """Serve checkpoint ``path`` as ``version`` from the next call on (default: no weights)."""
         self.model_version = version
+
+
+def eos_ids(tokenizer_eos: int | None, generation_eos: int | Sequence[int] | None) -> list[int]:
+    """Every end-of-turn token id: the tokenizer's and each of ``generation_config.eos_token_id``
+    (an int or a list: instruct models such as Llama 3 and Qwen2 end turns on several), in order."""
+    out: list[int] = []
+    extra = [generation_eos] if isinstance(generation_eos, int) else list(generation_eos or [])
+    for i in [tokenizer_eos, *extra]:
+        if i is not None and i not in out:
+            out.append(int(i))
+    return out
+
+
+def cut_at_eos(ids: Sequence[int], stop_ids: Sequence[int]) -> tuple[int, str]:
+    """(tokens kept, finish reason) of generated ``ids``: up to and including the first end-of-turn
+    id ("stop"), else all of them ("length": cut by max_new_tokens)."""
+    for k, i in enumerate(ids):
+        if i in stop_ids:
+            return k + 1, "stop"
+    return len(ids), "length"
 
 
 @dataclass
@@ -127,6 +148,7 @@ class HFGenerator(Generator):
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         greedy = sampling.temperature <= 0
+        stop_ids = eos_ids(tok.eos_token_id, getattr(loaded.model.generation_config, "eos_token_id", None))
         with loaded.lock:
             out = loaded.model.generate(
                 input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,
@@ -134,17 +156,14 @@ class HFGenerator(Generator):
                 top_p=None if greedy else sampling.top_p, top_k=None,
                 stopping_criteria=StoppingCriteriaList([_StopOnText(tok, sampling.stop, width)]) if sampling.stop else None,
                 return_dict_in_generate=True, output_logits=True, pad_token_id=pad,
-                eos_token_id=tok.eos_token_id)
+                eos_token_id=stop_ids)
         new_tokens = out.sequences[:, width:]
         logp = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [B, T, V] at temperature 1
         picked = logp.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
         results = []
         for i, prompt in enumerate(prompts):
             ids = new_tokens[i].tolist()
-            n = len(ids)
-            finish = "length"
-            if tok.eos_token_id in ids:
-                n, finish = ids.index(tok.eos_token_id) + 1, "stop"
+            n, finish = cut_at_eos(ids, stop_ids)
             text = tok.decode(ids[:n], skip_special_tokens=True)
             for s in sampling.stop:
                 if s in text:

@@ -57,3 +57,19 @@ def test_the_step_budget_truncates_and_ends_the_episode() -> None:
             await client.step(reset.session_id, wall)
 
     asyncio.run(play())
+
+
+def test_a_goal_reached_on_the_last_allowed_step_is_won_and_truncated() -> None:
+    """Regression (field bugs, 8): Gymnasium's TimeLimit reports truncated=True on the step that uses
+    up the budget, also when it reaches the goal; the outcome stays a win."""
+
+    async def play() -> None:
+        plan = FrozenLakeFamily().make_episode(SPEC, 0).oracle_plan()
+        assert plan
+        client = _client(max_steps=len(plan))
+        reset = await client.reset(REF, 0)
+        for action in plan:
+            step = await client.step(reset.session_id, action)
+        assert (step.terminated, step.won, step.truncated) == (True, True, True)
+
+    asyncio.run(play())
