@@ -1,20 +1,31 @@
 """An OpenAI-compatible `/v1/chat/completions` endpoint over the policy's generation backend
-(FastAPI; products call it with the official `openai` client)."""
+(FastAPI; products call it with the official `openai` client).
+
+``stream: true`` answers with server-sent events as the OpenAI API defines them: a first chunk
+with the assistant role, one content delta per generated token, ``finish_reason`` on the last
+content chunk, with ``stream_options.include_usage`` a final chunk with the usage (empty
+``choices``), then ``data: [DONE]``. The chunks are sent once the completion is generated (the
+backends generate a whole batch at once), so the concatenated deltas are exactly the
+non-streamed text. ``top_logprobs`` is refused with a 400 naming it: no backend here returns
+alternatives, and an empty list would be a silent lie. Errors carry ``param`` when one field is
+at fault.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Literal
 
 import uvicorn
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.models.generation import Generator, Sampling
@@ -27,7 +38,15 @@ class Message(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: str | None = None
+    """None is valid for an assistant message that carries tool calls (shown as empty text)."""
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``: what a streamed answer adds."""
+
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
 
 
 class ChatRequest(BaseModel):
@@ -44,6 +63,15 @@ class ChatRequest(BaseModel):
     n: int = Field(1, ge=1, le=1)
     seed: int | None = None
     logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+def _error(message: str, param: str | None = None, status: int = 400) -> JSONResponse:
+    """An OpenAI-style error body."""
+    return JSONResponse(status_code=status, content={"error": {"message": message, "type": "invalid_request_error",
+                                                               "param": param, "code": None}})
 
 
 def build_app(generator: Generator, model_name: str) -> FastAPI:
@@ -52,34 +80,81 @@ def build_app(generator: Generator, model_name: str) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors())
-        return JSONResponse(status_code=400, content={"error": {"message": detail, "type": "invalid_request_error"}})
+        errors = exc.errors()
+        detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in errors)
+        params = {str(e["loc"][1]) for e in errors if len(e["loc"]) > 1}
+        return _error(detail, params.pop() if len(params) == 1 else None)
 
     @app.get("/v1/models")
     async def models() -> dict:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "rlanything"}]}
 
-    @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest) -> dict:
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(req: ChatRequest) -> dict | JSONResponse | StreamingResponse:
+        if req.top_logprobs:
+            return _error("top_logprobs is not supported by this backend (it returns the chosen token's log-prob "
+                          "only); leave it out or set it to 0", "top_logprobs")
         stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
         sampling = Sampling(temperature=req.temperature, top_p=req.top_p,
                             max_new_tokens=req.max_completion_tokens or req.max_tokens or 256, stop=stop, seed=req.seed)
-        chat_ = [{"role": m.role, "content": m.content} for m in req.messages]
+        chat_ = [{"role": m.role, "content": m.content or ""} for m in req.messages]
         (c,) = await asyncio.to_thread(generator.generate, [chat_], sampling)
+        tok = getattr(generator, "tokenizer", None)
+        pieces = [tok.decode([t]) if tok else str(t) for t in c.token_ids]
+        head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model or model_name,
+                "system_fingerprint": f"v{generator.model_version}"}
+        usage = {"prompt_tokens": len(c.prompt_token_ids), "completion_tokens": len(c.token_ids),
+                 "total_tokens": len(c.prompt_token_ids) + len(c.token_ids)}
+        logprobs = [{"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
+                    for piece, lp in zip(pieces, c.logprobs)] if req.logprobs else None
+        if req.stream:
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return StreamingResponse(_events(head, c.text, pieces, c.finish_reason, logprobs, usage, include_usage),
+                                     media_type="text/event-stream")
         choice: dict = {"index": 0, "finish_reason": c.finish_reason,
                         "message": {"role": "assistant", "content": c.text}}
-        if req.logprobs:
-            tok = getattr(generator, "tokenizer", None)
-            choice["logprobs"] = {"content": [
-                {"token": tok.decode([t]) if tok else str(t), "logprob": lp, "bytes": None, "top_logprobs": []}
-                for t, lp in zip(c.token_ids, c.logprobs)]}
-        return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                "model": req.model or model_name, "system_fingerprint": f"v{generator.model_version}",
-                "choices": [choice],
-                "usage": {"prompt_tokens": len(c.prompt_token_ids), "completion_tokens": len(c.token_ids),
-                          "total_tokens": len(c.prompt_token_ids) + len(c.token_ids)}}
+        if logprobs is not None:
+            choice["logprobs"] = {"content": logprobs}
+        return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
 
     return app
+
+
+def stream_deltas(text: str, pieces: list[str]) -> list[str]:
+    """Content deltas of ``text`` along its tokens' decoded ``pieces`` (pure): their concatenation is
+    ``text`` exactly (a stop string or a special token cut from the text is never sent)."""
+    deltas, sent = [], 0
+    for piece in pieces:
+        if sent >= len(text):
+            break
+        take = text[sent: sent + len(piece)] if text.startswith(piece, sent) else ""
+        if take:
+            deltas.append(take)
+            sent += len(take)
+    if sent < len(text):  # pieces that do not line up with the text (byte-level merges): send the rest
+        deltas.append(text[sent:])
+    return deltas
+
+
+async def _events(head: dict, text: str, pieces: list[str], finish: str, logprobs: list[dict] | None,
+                  usage: dict, include_usage: bool) -> AsyncIterator[str]:
+    """The server-sent events of one streamed completion (see the module docstring)."""
+
+    def event(choices: list[dict], **extra: object) -> str:
+        return f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', 'choices': choices, **extra})}\n\n"
+
+    null_usage = {"usage": None} if include_usage else {}
+    yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}], **null_usage)
+    deltas = stream_deltas(text, pieces) or [""]
+    for i, delta in enumerate(deltas):
+        last = i == len(deltas) - 1
+        choice: dict = {"index": 0, "delta": {"content": delta}, "finish_reason": finish if last else None}
+        if logprobs is not None and last:
+            choice["logprobs"] = {"content": logprobs}
+        yield event([choice], **null_usage)
+    if include_usage:
+        yield event([], usage=usage)
+    yield "data: [DONE]\n\n"
 
 
 class EmbeddedServer(uvicorn.Server):
