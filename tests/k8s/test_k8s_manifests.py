@@ -387,6 +387,9 @@ def test_scaled_objects_watch_the_consumer_lag_of_existing_deployments() -> None
         assert target["name"] == name
         assert "replicas" not in manifests.deployment(name)["spec"]
         assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+        # a scaler error holds a known size instead of an arbitrary one (KEDA fallback)
+        assert spec["fallback"]["failureThreshold"] >= 1
+        assert spec["minReplicaCount"] <= spec["fallback"]["replicas"] <= spec["maxReplicaCount"]
         (trigger,) = spec["triggers"]
         assert trigger["type"] == "nats-jetstream"
         meta = trigger["metadata"]
