@@ -26,7 +26,7 @@ from textworld import EnvInfos
 from services.common.errors import InvalidArgumentError, RLAnythingError, TransientError
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
 
-__all__ = ["TextWorldFamily", "TextWorldEpisode", "clean_feedback"]
+__all__ = ["TextWorldFamily", "TextWorldEpisode", "clean_feedback", "is_chained", "CHAINED_REFUSAL"]
 
 _REQUEST_INFOS = EnvInfos(admissible_commands=True, policy_commands=True, won=True, lost=True,
                           objective=True, description=True, inventory=True, score=True)
@@ -41,6 +41,14 @@ _KNOB_ORDER = {  # (harder, many bad steps) -> knob order; the rule is in `knob_
     (True, True): ("nb_objects", "world_size", "quest_length"),
 }
 _MAX_ACTION_BYTES = 190
+_CHAIN = re.compile(r"\bthen\b|[.;!?](?=\s*\S)", re.IGNORECASE)
+"""What makes TextWorld's parser run several commands: "then", or a sentence break before more text."""
+CHAINED_REFUSAL = "One command at a time, please: nothing happened."
+
+
+def is_chained(command: str) -> bool:
+    """Does ``command`` hold several commands ("a then b", "a. b", "a; b")? (pure)"""
+    return bool(_CHAIN.search(command.strip()))
 """Jericho truncates (with a warning) commands of 198 bytes or more."""
 
 
@@ -82,15 +90,19 @@ class TextWorldEpisode(Episode):
     def step(self, action: str) -> StepResult:
         """Apply ``action``; unknown text gets TextWorld's own refusal and changes nothing.
 
-        The action is flattened to one line and cut to 190 UTF-8 bytes. After the game ended,
+        The action is flattened to one line and cut to 190 UTF-8 bytes. A command that chains
+        several (`is_chained`) is refused and changes nothing: one step is one action. After the game ended,
         further steps return the final state again with reward 0. The reward is the change of the
         game's score (points for quest milestones).
         """
         if not self._terminated:
             command = " ".join(action.split()).encode()[:_MAX_ACTION_BYTES].decode(errors="ignore")
-            state, score, _ = self._env.step(command)
-            reward, self._score = float(score) - self._score, float(score)
-            self._absorb(state)
+            if is_chained(command):
+                self.observation, reward = CHAINED_REFUSAL, 0.0
+            else:
+                state, score, _ = self._env.step(command)
+                reward, self._score = float(score) - self._score, float(score)
+                self._absorb(state)
         else:
             reward = 0.0
         plan = self._plan

@@ -163,3 +163,23 @@ def test_knob_preference_follows_the_bad_step_share(family: TextWorldFamily) -> 
 def test_clean_feedback_drops_banner_and_status_bar() -> None:
     raw = "\n\n  ____ \n |  $$\\ \n\nWelcome!\n\n\n\n-= Room =-\nA room.\n\n>      -= Room =-0/1"
     assert clean_feedback(raw) == "Welcome!\n\n-= Room =-\nA room."
+
+
+@pytest.mark.parametrize("chained", ["take latchkey from basket then unlock box with latchkey",
+                                     "take latchkey from basket. unlock box with latchkey",
+                                     "take latchkey from basket; unlock box with latchkey",
+                                     "take latchkey from basket and then unlock box with latchkey"])
+def test_a_chained_command_is_refused_and_changes_nothing(family: TextWorldFamily, chained: str) -> None:
+    """Regression (field bugs, 8): TextWorld's parser ran both commands (two silent moves, the
+    second against stale admissible actions); one step is one command."""
+    episode = family.make_episode(BASE, episode_seed=0)
+    try:
+        before = (episode.oracle_plan(), episode.admissible_actions)
+        result = episode.step(chained)
+        assert not result.terminated and result.reward == 0.0
+        assert "one command" in result.observation.lower()
+        assert (episode.oracle_plan(), result.admissible_actions) == before
+        assert result.oracle_plan_length == len(before[0] or [])
+        assert episode.step("take latchkey from basket").oracle_plan_length == 1  # the game goes on as before
+    finally:
+        episode.close()
