@@ -85,7 +85,7 @@ class RolloutJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., min_policy_version: _Optional[int] = ..., max_steps: _Optional[int] = ..., seeds: _Optional[_Iterable[int]] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class TrajectoryStep(_message.Message):
-    __slots__ = ("index", "prompt", "response", "prompt_token_ids", "response_token_ids", "behaviour_logprobs", "action", "action_index", "valid", "observation", "next_observation", "oracle_label", "env_reward")
+    __slots__ = ("index", "prompt", "response", "prompt_token_ids", "response_token_ids", "behaviour_logprobs", "action", "action_index", "valid", "observation", "next_observation", "oracle_label", "env_reward", "response_truncated")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +99,7 @@ class TrajectoryStep(_message.Message):
     NEXT_OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     ORACLE_LABEL_FIELD_NUMBER: _ClassVar[int]
     ENV_REWARD_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     index: int
     prompt: str
     response: str
@@ -112,7 +113,8 @@ class TrajectoryStep(_message.Message):
     next_observation: str
     oracle_label: StepLabel
     env_reward: float
-    def __init__(self, index: _Optional[int] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., action: _Optional[str] = ..., action_index: _Optional[int] = ..., valid: _Optional[bool] = ..., observation: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[StepLabel, str]] = ..., env_reward: _Optional[float] = ...) -> None: ...
+    response_truncated: bool
+    def __init__(self, index: _Optional[int] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., action: _Optional[str] = ..., action_index: _Optional[int] = ..., valid: _Optional[bool] = ..., observation: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[StepLabel, str]] = ..., env_reward: _Optional[float] = ..., response_truncated: _Optional[bool] = ...) -> None: ...
 
 class Trajectory(_message.Message):
     __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round")

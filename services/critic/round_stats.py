@@ -16,6 +16,7 @@ turns the sums of one round into the slash-namespaced metrics of docs/algorithm.
 | policy/zero_advantage_share | steps with A = 0 / steps of the groups that train the policy |
 | policy/response_tokens_mean | response tokens / steps, over every trajectory |
 | policy/invalid_answer_rate | steps whose answer was no valid ``\\boxed{i}`` / steps, over every trajectory |
+| policy/truncated_response_rate | steps whose response was cut by max_new_tokens / steps, over every trajectory |
 | time/generate_s, time/env_s, time/judge_s | seconds of policy generation, env calls and judge generation, summed over the round's jobs |
 | policy/staleness | max over trajectories of (latest announced policy version − its version) |
 | critic/* | groups_complete, groups_partial, groups_candidate, trajectories, policy_samples, reward_samples |
@@ -44,6 +45,7 @@ _RATIOS = (
     ("policy/zero_advantage_share", "sum/policy_steps_zero", "sum/policy_steps"),
     ("policy/response_tokens_mean", "sum/response_tokens", "sum/steps"),
     ("policy/invalid_answer_rate", "sum/steps_invalid", "sum/steps"),
+    ("policy/truncated_response_rate", "sum/steps_truncated", "sum/steps"),
 )
 _TIMES = ("generate_s", "env_s", "judge_s")
 _COUNTS = ("groups_complete", "groups_partial", "groups_candidate", "trajectories", "policy_samples",
@@ -58,7 +60,8 @@ def judge_stats(records: Sequence[JudgedTrajectory]) -> dict[str, float]:
     """Sums about the RM's votes and the policy's responses over the trajectories of one group."""
     s = dict.fromkeys(("sum/steps_labelled", "sum/steps_correct", "sum/trajectories_judged",
                        "sum/outcome_correct", "sum/votes", "sum/votes_invalid", "sum/steps_judged",
-                       "sum/steps_split", "sum/steps", "sum/response_tokens", "sum/steps_invalid"), 0.0)
+                       "sum/steps_split", "sum/steps", "sum/response_tokens", "sum/steps_invalid",
+                       "sum/steps_truncated"), 0.0)
     for rec in records:
         t = rec.trajectory
         means_K = []
@@ -79,6 +82,7 @@ def judge_stats(records: Sequence[JudgedTrajectory]) -> dict[str, float]:
             s["sum/steps"] += 1
             s["sum/response_tokens"] += len(step.response_token_ids)
             s["sum/steps_invalid"] += not step.valid
+            s["sum/steps_truncated"] += step.response_truncated
         if means_K:
             s["sum/trajectories_judged"] += 1
             s["sum/outcome_correct"] += _sign(sum(means_K) / len(means_K)) == t.outcome

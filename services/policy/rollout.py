@@ -142,7 +142,8 @@ def _record(e: _Episode, c, action: str | None, prompt: str,
             response: env_pb2.StepResponse | None, invalid_action: str) -> None:
     step = TrajectoryStep(index=len(e.steps), prompt=prompt, response=c.text, prompt_token_ids=c.prompt_token_ids,
                           response_token_ids=c.token_ids, behaviour_logprobs=c.logprobs, action=action or "",
-                          valid=action is not None, observation=e.observation)
+                          valid=action is not None, observation=e.observation,
+                          response_truncated=c.finish_reason == "length")
     if action is not None and not e.single_turn:
         step.action_index = e.admissible.index(action)
     else:

@@ -158,7 +158,7 @@ async def test_round_metrics_published_and_served(spawn_service, bus: EventBus) 
         "reward/outcome_accuracy": 5 / 6,     # one train rollout has mean vote 0
         "reward/invalid_vote_rate": 1 / 27, "reward/split_vote_share": 4 / 9,
         "env/in_band_share": 1.0, "policy/zero_advantage_share": 1 / 7, "policy/response_tokens_mean": 3.0,
-        "policy/invalid_answer_rate": 0.0, "time/generate_s": 0.0, "time/env_s": 0.0, "time/judge_s": 0.0,
+        "policy/invalid_answer_rate": 0.0, "policy/truncated_response_rate": 0.0, "time/generate_s": 0.0, "time/env_s": 0.0, "time/judge_s": 0.0,
         "policy/staleness": 2.0,              # trajectories from version 3, latest announced 5
         "critic/groups_complete": 2.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,
         "critic/trajectories": 6.0, "critic/policy_samples": 6.0, "critic/reward_samples": 9.0, "critic/jobs_in_round": 1.0,

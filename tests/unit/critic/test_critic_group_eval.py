@@ -119,6 +119,7 @@ def test_round_statistics_of_the_group() -> None:
         "policy/zero_advantage_share": 1 / 7,
         "policy/response_tokens_mean": 3.0,
         "policy/invalid_answer_rate": 0.0,
+        "policy/truncated_response_rate": 0.0,
         "policy/staleness": 2.0,
         "time/generate_s": 0.0, "time/env_s": 0.0, "time/judge_s": 0.0,
         "critic/groups_complete": 1.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,
@@ -187,3 +188,11 @@ def test_partial_group_reports_the_rollouts_it_has() -> None:
     assert (m["critic/groups_partial"], m["critic/groups_complete"]) == (1.0, 0.0)
     with pytest.raises(ValueError, match="at least one"):
         evaluate_group([], CriticServiceConfig(), partial=True)
+
+
+def test_responses_cut_by_max_new_tokens_are_counted() -> None:
+    records = group()
+    records[0].trajectory.steps[0].response_truncated = True
+    records[2].trajectory.steps[1].response_truncated = True
+    m = round_metrics([evaluate_group(records, CriticServiceConfig(), partial=False, latest_policy_version=5).stats])
+    assert m["policy/truncated_response_rate"] == pytest.approx(2 / 7)

@@ -1,0 +1,36 @@
+"""A response cut by max_new_tokens is recorded as truncated on its step (fake generator, real env)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from rlanything.v1.events_pb2 import RolloutJob, SamplingParams, TaskRef
+
+from services.common.models.generation import Chat, Completion, Generator, Sampling
+from services.env.families.base import TaskSpec
+from services.env.families.gym_text import FrozenLakeFamily
+from services.offline.local_env import LocalEnvClient
+from services.policy.rollout import run_group
+
+SPEC = TaskSpec("gym_text", {"size": 4, "hole_prob": 0.2}, 3)
+
+
+class Scripted(Generator):
+    """Answers from a script: (text, finish_reason) per call."""
+
+    def __init__(self, script: list[tuple[str, str]]) -> None:
+        self.script = list(script)
+
+    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        text, finish = self.script.pop(0)
+        return [Completion(text, (1,), (2, 3), (-0.1, -0.2), finish) for _ in chats]
+
+
+def test_a_response_cut_by_max_new_tokens_is_marked_on_its_step() -> None:
+    env = LocalEnvClient({"gym_text": FrozenLakeFamily()}, lambda ref: SPEC)
+    job = RolloutJob(job_id="j", task=TaskRef(slot_id="s", family="gym_text"), group_size=1, seeds=[0], max_steps=3,
+                     sampling=SamplingParams(temperature=0.0, max_new_tokens=2))
+    gen = Scripted([("I think \\boxed{", "length"), ("\\boxed{1}", "stop"), ("\\boxed{2}", "stop")])
+    (t,) = asyncio.run(run_group(job, env, gen))
+    assert [(s.valid, s.response_truncated) for s in t.steps][:2] == [(False, True), (True, False)]
