@@ -127,11 +127,20 @@ class EventBus:
 
     def consumer(self, *, stream: str, durable: str, subject: str, message_type: type[M],
                  handler: Callable[[M, Delivery], Awaitable[None]],
-                 config: ConsumerConfig | None = None, concurrent: bool = False) -> "Consumer[M]":
-        """A durable pull consumer of ``subject`` on ``stream`` (call `setup()` then `run()`);
-        ``concurrent``: the messages of one fetch are handled at the same time (`ConcurrentConsumer`)."""
+                 config: ConsumerConfig | None = None, concurrent: bool = False,
+                 fetch_batch: int | None = None) -> "Consumer[M]":
+        """A durable pull consumer of ``subject`` on ``stream`` (call `setup()` then `run()`).
+
+        ``concurrent``: the messages of one fetch are handled at the same time (`ConcurrentConsumer`).
+        ``fetch_batch``: messages per pull request for this consumer, overriding the config's; use 1
+        for long, sequential work (rollout jobs) so that idle replicas take the next message instead
+        of one busy replica holding a batch.
+        """
         kind = ConcurrentConsumer if concurrent else Consumer
-        consumer = kind(self, stream, durable, subject, message_type, handler, config or self.consumer_cfg)
+        cfg = config or self.consumer_cfg
+        if fetch_batch is not None:
+            cfg = cfg.model_copy(update={"fetch_batch": fetch_batch})
+        consumer = kind(self, stream, durable, subject, message_type, handler, cfg)
         self._consumers.append(consumer)
         return consumer
 
@@ -158,7 +167,8 @@ class Consumer(Generic[M]):
       * a message already delivered more than ``max_deliveries`` times (its handler crashed the
         process each time) → dead-letter stream before the handler runs.
     While a handler runs, ``in_progress`` is sent every ack_wait/3 seconds so long work is not
-    redelivered to another worker.
+    redelivered to another worker; the messages of one fetch that wait for their turn get the same
+    heartbeat, so none expires (and runs twice) while this worker is healthy and busy with another.
     """
 
     def __init__(self, bus: EventBus, stream: str, durable: str, subject: str, message_type: type[M],
@@ -205,8 +215,25 @@ class Consumer(Generic[M]):
         if self._sub is None:
             await self.setup()
         while not stop.is_set():
-            for msg in await self.fetch():
-                await self.process(msg)
+            msgs = await self.fetch()
+            if not msgs:
+                continue
+            waiting = list(msgs)  # fetched, not yet handed to process()
+            keeper = asyncio.create_task(self._keep_waiting_alive(waiting))
+            try:
+                for msg in msgs:
+                    waiting.remove(msg)  # process() heartbeats it from here on
+                    await self.process(msg)
+            finally:
+                keeper.cancel()
+
+    async def _keep_waiting_alive(self, waiting: list[Msg]) -> None:
+        """Send ``in_progress`` every ack_wait/3 seconds for each message in ``waiting``."""
+        period = self.config.ack_wait_s / 3
+        while True:
+            await asyncio.sleep(period)
+            for msg in list(waiting):
+                await msg.in_progress()
 
     async def process(self, msg: Msg) -> str:
         """Handle one message; returns the outcome: ``acked``, ``nacked`` or ``dead_lettered``."""

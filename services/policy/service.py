@@ -76,7 +76,8 @@ class PolicyService(Service):
         out: list[Consumer] = []
         if self.serves:
             out.append(bus.consumer(stream="JOBS", durable="policy-rollout-workers", subject=Subjects.ROLLOUT_JOBS,
-                                    message_type=RolloutJob, handler=self.on_job))
+                                    message_type=RolloutJob, handler=self.on_job,
+                                    fetch_batch=1))  # long jobs: idle replicas take the next one
         if self.trains:
             out.append(bus.consumer(stream="SAMPLES", durable="policy-trainer", subject=Subjects.SAMPLES_POLICY,
                                     message_type=PolicySampleBatch, handler=self.trainer.on_batch))

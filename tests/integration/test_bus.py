@@ -244,3 +244,58 @@ async def test_consumer_run_stops_on_event(bus: EventBus) -> None:
     await bus.publish(Subjects.ROLLOUT_JOBS, job("b"), msg_id="b")
     await asyncio.wait_for(runner, timeout=10)
     assert handled == ["a", "b"]
+
+
+async def _two_replicas(nats_server: NatsServer, ack_wait_s: float, fetch_batch: int | None,
+                        jobs: int, handler_s: float) -> dict[str, list[str]]:
+    """Two worker processes (own connections) on one durable consumer; returns job id -> replicas that ran it."""
+    cfg = ConsumerConfig(ack_wait_s=ack_wait_s, max_deliveries=5, backoff_s=[0.2], fetch_batch=16,
+                         fetch_timeout_s=0.3)
+    nats_cfg = NatsConfig(url=nats_server.url)
+    buses = [await EventBus.connect(nats_cfg, cfg, name=f"replica-{i}") for i in range(2)]
+    await buses[0].ensure_streams()
+    for i in range(jobs):
+        await buses[0].publish(Subjects.ROLLOUT_JOBS, job(f"job-{i}"), msg_id=f"job-{i}")
+    runs: dict[str, list[str]] = {}
+    stop = asyncio.Event()
+
+    def handler_for(name: str):
+        async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+            runs.setdefault(event.job_id, []).append(name)
+            await asyncio.sleep(handler_s)
+        return handler
+
+    extra = {} if fetch_batch is None else {"fetch_batch": fetch_batch}
+    consumers = [b.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=handler_for(f"replica-{i}"),
+                            **extra) for i, b in enumerate(buses)]
+    for c in consumers:
+        await c.setup()
+    tasks = [asyncio.create_task(c.run(stop)) for c in consumers]
+    try:
+        for _ in range(200):
+            info = await buses[0].js.consumer_info("JOBS", "workers")
+            if len(runs) == jobs and info.num_ack_pending == 0 and info.num_pending == 0:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(ack_wait_s * 1.5)  # a late redelivery would show up here
+    finally:
+        stop.set()
+        await asyncio.wait(tasks, timeout=handler_s * 3)
+        for b in buses:
+            await b.close()
+    return runs
+
+
+async def test_prefetched_messages_do_not_expire_behind_a_long_handler(nats_server: NatsServer) -> None:
+    """Bug: a fetch of 16 held the waiting messages without a heartbeat; with ack_wait shorter than
+    the handler they were redelivered to the other replica and ran twice."""
+    runs = await _two_replicas(nats_server, ack_wait_s=1.0, fetch_batch=None, jobs=4, handler_s=1.5)
+    assert sorted(runs) == ["job-0", "job-1", "job-2", "job-3"]
+    assert {job_id: len(names) for job_id, names in runs.items()} == {f"job-{i}": 1 for i in range(4)}
+
+
+async def test_one_message_per_fetch_spreads_long_jobs_over_replicas(nats_server: NatsServer) -> None:
+    runs = await _two_replicas(nats_server, ack_wait_s=1.0, fetch_batch=1, jobs=4, handler_s=1.0)
+    assert {job_id: len(names) for job_id, names in runs.items()} == {f"job-{i}": 1 for i in range(4)}
+    assert {name for names in runs.values() for name in names} == {"replica-0", "replica-1"}
