@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 
 import grpc
 from rlanything.v1 import policy_pb2, policy_pb2_grpc
@@ -10,7 +9,7 @@ from rlanything.v1.events_pb2 import SamplingParams
 
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
-from services.common.models.generation import Generator, Sampling
+from services.common.models.generation import Generator, Sampling, generate_async
 
 __all__ = ["PolicyServicer", "SERVICE_NAME", "sampling_from_proto"]
 
@@ -71,7 +70,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         if len(chats) > self.max_batch:
             raise InvalidArgumentError(f"at most {self.max_batch} prompts per request, got {len(chats)}")
         version = self.generator.model_version
-        completions = await asyncio.to_thread(self.generator.generate, chats, sampling)
+        completions = await generate_async(self.generator, chats, sampling)
         return policy_pb2.GenerateResponse(
             model_version=version,
             completions=[policy_pb2.Completion(text=c.text, prompt_token_ids=c.prompt_token_ids, token_ids=c.token_ids,

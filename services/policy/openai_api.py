@@ -6,7 +6,8 @@ with the assistant role, one content delta per generated token, ``finish_reason`
 content chunk, with ``stream_options.include_usage`` a final chunk with the usage (empty
 ``choices``), then ``data: [DONE]``. The chunks are sent once the completion is generated (the
 backends generate a whole batch at once), so the concatenated deltas are exactly the
-non-streamed text. ``top_logprobs`` is refused with a 400 naming it: no backend here returns
+non-streamed text. A client that hangs up before its answer is ready cancels the generation.
+``top_logprobs`` is refused with a 400 naming it: no backend here returns
 alternatives, and an empty list would be a silent lie. Errors carry ``param`` when one field is
 at fault.
 """
@@ -18,8 +19,8 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from typing import Literal
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Literal, TypeVar
 
 import uvicorn
 
@@ -28,9 +29,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.common.models.generation import Generator, Sampling
+from services.common.models.generation import GenerationCancelled, Generator, Sampling, generate_async
 
 __all__ = ["build_app", "EmbeddedServer"]
+
+T = TypeVar("T")
 
 
 class Message(BaseModel):
@@ -90,7 +93,7 @@ def build_app(generator: Generator, model_name: str) -> FastAPI:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "rlanything"}]}
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat(req: ChatRequest) -> dict | JSONResponse | StreamingResponse:
+    async def chat(req: ChatRequest, request: Request) -> dict | JSONResponse | StreamingResponse:
         if req.top_logprobs:
             return _error("top_logprobs is not supported by this backend (it returns the chosen token's log-prob "
                           "only); leave it out or set it to 0", "top_logprobs")
@@ -98,7 +101,10 @@ def build_app(generator: Generator, model_name: str) -> FastAPI:
         sampling = Sampling(temperature=req.temperature, top_p=req.top_p,
                             max_new_tokens=req.max_completion_tokens or req.max_tokens or 256, stop=stop, seed=req.seed)
         chat_ = [{"role": m.role, "content": m.content or ""} for m in req.messages]
-        (c,) = await asyncio.to_thread(generator.generate, [chat_], sampling)
+        done = await _unless_disconnected(request, generate_async(generator, [chat_], sampling))
+        if done is None:  # the client hung up: the generation was cancelled, nobody reads this
+            return _error("client closed the request", None, status=499)
+        (c,) = done
         tok = getattr(generator, "tokenizer", None)
         pieces = [tok.decode([t]) if tok else str(t) for t in c.token_ids]
         head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model or model_name,
@@ -118,6 +124,21 @@ def build_app(generator: Generator, model_name: str) -> FastAPI:
         return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
 
     return app
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[T], poll_s: float = 0.2) -> T | None:
+    """Await ``work``, or cancel it and return None once the client has disconnected (uvicorn does
+    not cancel a handler whose client went away; polled every ``poll_s`` seconds)."""
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=poll_s)
+        if done:
+            return task.result()
+        if await request.is_disconnected():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, GenerationCancelled):
+                await task
+            return None
 
 
 def stream_deltas(text: str, pieces: list[str]) -> list[str]:

@@ -27,7 +27,7 @@ from typing import Protocol
 from rlanything.v1 import env_pb2
 from rlanything.v1.events_pb2 import RolloutJob, Trajectory, TrajectoryStep
 
-from services.common.models.generation import Chat, Completion, Generator, Sampling
+from services.common.models.generation import Chat, Completion, Generator, Sampling, generate_async
 from services.policy.env_clients import EnvClient
 from services.common.answers import last_boxed
 from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
@@ -62,7 +62,7 @@ class GeneratorAgent:
     async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
         completions: list[Completion] = []
         for i in range(0, len(chats), self.max_batch):
-            completions += await asyncio.to_thread(self.generator.generate, chats[i: i + self.max_batch], sampling)
+            completions += await generate_async(self.generator, chats[i: i + self.max_batch], sampling)
         return completions
 
 

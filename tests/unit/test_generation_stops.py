@@ -14,3 +14,27 @@ def test_every_eos_id_of_the_generation_config_ends_the_turn() -> None:
     assert cut_at_eos([5, 6, 9, 4], eos_ids(2, [2, 9])) == (3, "stop")
     assert cut_at_eos([5, 6, 4], [2, 9]) == (3, "length")
     assert cut_at_eos([2], [2]) == (1, "stop")
+
+
+def test_a_cancel_event_gives_up_waiting_for_the_model() -> None:
+    import threading
+    import time
+
+    import pytest
+
+    from services.common.models.generation import GenerationCancelled, _acquire
+
+    lock, cancel = threading.Lock(), threading.Event()
+    lock.acquire()  # another request holds the model
+    threading.Timer(0.2, cancel.set).start()
+    start = time.monotonic()
+    with pytest.raises(GenerationCancelled):
+        _acquire(lock, cancel)
+    assert 0.15 < time.monotonic() - start < 1.0
+    lock.release()
+    _acquire(lock, threading.Event())  # free and not cancelled: taken
+    assert lock.locked()
+    lock.release()
+    with pytest.raises(GenerationCancelled):  # free but cancelled: not taken
+        _acquire(lock, cancel)
+    assert not lock.locked()

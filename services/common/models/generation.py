@@ -4,10 +4,16 @@ Every backend takes a batch of chats and returns, per chat, the completion text,
 and the behaviour log-probs of those tokens (at temperature 1, the convention the trainer uses),
 plus the model version that produced it. `hf` and `vllm` swap in a new checkpoint without a
 restart (`load_version`).
+
+A call can be cancelled: ``generate(..., cancel=event)`` returns early with `GenerationCancelled`
+once ``event`` is set (the `hf` backend checks it before every new token and while it waits for the
+model); `generate_async` sets it when the awaiting task is cancelled (a gRPC deadline, a client
+that hung up), so abandoned work stops within one token and no later request waits behind it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -23,7 +29,7 @@ from transformers.utils import logging as hf_logging
 from services.common.models.loading import load_model
 
 __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "VLLMGenerator", "Chat", "eos_ids",
-           "cut_at_eos"]
+           "cut_at_eos", "GenerationCancelled", "generate_async"]
 
 hf_logging.disable_progress_bar()
 Chat = Sequence[dict[str, str]]
@@ -57,14 +63,24 @@ class Completion:
     """``"stop"`` (end of turn or stop string) or ``"length"``."""
 
 
+class GenerationCancelled(Exception):
+    """A generation stopped because its ``cancel`` event was set (nobody waits for its result)."""
+
+
 class Generator(ABC):
     """A text generator serving one model version at a time."""
 
     model_version: int = 0
 
     @abstractmethod
-    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
-        """One completion per chat, in order."""
+    def generate(self, chats: Sequence[Chat], sampling: Sampling,
+                 cancel: threading.Event | None = None) -> list[Completion]:
+        """One completion per chat, in order.
+
+        Raises:
+            GenerationCancelled: ``cancel`` was set before the completions were done (a backend
+                checks it as often as it can: every token for `hf`, between chats for `openai`).
+        """
 
     def load_version(self, path: str, version: int) -> None:
         """Serve checkpoint ``path`` as ``version`` from the next call on (default: no weights)."""
@@ -89,6 +105,20 @@ def cut_at_eos(ids: Sequence[int], stop_ids: Sequence[int]) -> tuple[int, str]:
         if i in stop_ids:
             return k + 1, "stop"
     return len(ids), "length"
+
+
+async def generate_async(generator: Generator, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+    """``generator.generate`` in a worker thread; cancelling the awaiting task cancels the generation.
+
+    asyncio cannot stop a thread, so the task's cancellation sets the call's ``cancel`` event and
+    the backend stops at its next check; the `asyncio.CancelledError` propagates as usual.
+    """
+    cancel = threading.Event()
+    try:
+        return await asyncio.to_thread(generator.generate, chats, sampling, cancel)
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
 
 
 @dataclass
@@ -135,7 +165,8 @@ class HFGenerator(Generator):
         return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
 
     @torch.no_grad()
-    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], sampling: Sampling,
+                 cancel: threading.Event | None = None) -> list[Completion]:
         loaded = self._loaded
         tok = loaded.tokenizer
         prompts = [self.encode_chat(c) for c in chats]
@@ -149,14 +180,22 @@ class HFGenerator(Generator):
             torch.manual_seed(sampling.seed)
         greedy = sampling.temperature <= 0
         stop_ids = eos_ids(tok.eos_token_id, getattr(loaded.model.generation_config, "eos_token_id", None))
-        with loaded.lock:
+        criteria: list[StoppingCriteria] = [_StopOnText(tok, sampling.stop, width)] if sampling.stop else []
+        if cancel is not None:
+            criteria.append(_StopOnEvent(cancel))
+        _acquire(loaded.lock, cancel)
+        try:
             out = loaded.model.generate(
                 input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,
                 do_sample=not greedy, temperature=None if greedy else sampling.temperature,
                 top_p=None if greedy else sampling.top_p, top_k=None,
-                stopping_criteria=StoppingCriteriaList([_StopOnText(tok, sampling.stop, width)]) if sampling.stop else None,
+                stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
                 return_dict_in_generate=True, output_logits=True, pad_token_id=pad,
                 eos_token_id=stop_ids)
+        finally:
+            loaded.lock.release()
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled("generation cancelled by its caller")
         new_tokens = out.sequences[:, width:]
         logp = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [B, T, V] at temperature 1
         picked = logp.gather(-1, new_tokens.unsqueeze(-1)).squeeze(-1)
@@ -180,6 +219,26 @@ class HFGenerator(Generator):
             if text in tok.decode(ids[:k], skip_special_tokens=True):
                 return k
         return len(ids)
+
+
+def _acquire(lock: threading.Lock, cancel: threading.Event | None, poll_s: float = 0.05) -> None:
+    """Take ``lock``, giving up with `GenerationCancelled` as soon as ``cancel`` is set."""
+    while not lock.acquire(timeout=poll_s):
+        if cancel is not None and cancel.is_set():
+            raise GenerationCancelled("generation cancelled while waiting for the model")
+    if cancel is not None and cancel.is_set():
+        lock.release()
+        raise GenerationCancelled("generation cancelled while waiting for the model")
+
+
+class _StopOnEvent(StoppingCriteria):
+    """Stop every row once ``event`` is set (checked after each generated token)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
 
 
 class _StopOnText(StoppingCriteria):
@@ -217,9 +276,15 @@ class OpenAIGenerator(Generator):
         logprobs = tuple(t.logprob for t in (choice.logprobs.content or [])) if choice.logprobs else ()
         return Completion(choice.message.content or "", (), (), logprobs, choice.finish_reason or "stop")
 
-    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], sampling: Sampling,
+                 cancel: threading.Event | None = None) -> list[Completion]:
+        def one(chat: Chat) -> Completion:
+            if cancel is not None and cancel.is_set():
+                raise GenerationCancelled("generation cancelled by its caller")
+            return self._one(chat, sampling)
+
         with ThreadPoolExecutor(self.max_parallel) as pool:
-            return list(pool.map(lambda c: self._one(c, sampling), chats))
+            return list(pool.map(one, chats))
 
 
 class VLLMGenerator(Generator):
@@ -242,9 +307,12 @@ class VLLMGenerator(Generator):
         self.llm = self._llm_cls(model=path, gpu_memory_utilization=self.gpu_memory_utilization)
         self.model_version = version
 
-    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], sampling: Sampling,
+                 cancel: threading.Event | None = None) -> list[Completion]:
         from vllm import SamplingParams
 
+        if cancel is not None and cancel.is_set():  # the offline engine runs a batch to its end
+            raise GenerationCancelled("generation cancelled by its caller")
         params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
                                 max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
                                 logprobs=0, seed=sampling.seed)

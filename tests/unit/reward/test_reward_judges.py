@@ -25,7 +25,7 @@ class ScriptedGenerator(Generator):
         self.calls: list[tuple[int, Sampling]] = []
         self.n = 0
 
-    def generate(self, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], sampling: Sampling, cancel=None) -> list[Completion]:
         self.calls.append((len(chats), sampling))
         out = []
         for chat in chats:
