@@ -3,8 +3,10 @@
 Delivery is at-least-once. A `Consumer` acks a message only after its handler returned (the
 handler awaits its own publishes, so its effect is durable first), naks it with backoff when the
 handler fails, and moves it to the dead-letter stream, with the reason in headers and the payload
-untouched, when the payload is malformed, when the handler raises `InvalidEventError`, or when
-the message has failed `max_deliveries` times. Patterns follow nats.py's JetStream tests.
+untouched, when the payload is malformed, when the handler raises `InvalidEventError` or
+`MessageTooLargeError`, or when the message has failed `max_deliveries` times. Every message is
+at most ``limits.max_message_bytes``: checked on publish, and against the server's max_payload
+at connect. Patterns follow nats.py's JetStream tests.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, FetchTimeoutError
 
-from services.common.config import ConsumerConfig, NatsConfig
-from services.common.errors import InvalidEventError, ServiceFailedError
+from services.common.config import MAX_MESSAGE_BYTES, ConsumerConfig, NatsConfig
+from services.common.errors import ConfigError, InvalidEventError, MessageTooLargeError, ServiceFailedError
 from services.common.metrics import EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
@@ -62,19 +64,24 @@ class EventBus:
     Create with `EventBus.connect(...)`; close with `await bus.close()`.
     """
 
-    def __init__(self, nc: NATS, js: JetStreamContext, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig):
+    def __init__(self, nc: NATS, js: JetStreamContext, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES):
         self.nc = nc
         self.js = js
         self.nats_cfg = nats_cfg
         self.consumer_cfg = consumer_cfg
+        self.max_message_bytes = max_message_bytes
         self._consumers: list[Consumer] = []
 
     @classmethod
-    async def connect(cls, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig, name: str) -> "EventBus":
+    async def connect(cls, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig, name: str,
+                      max_message_bytes: int = MAX_MESSAGE_BYTES) -> "EventBus":
         """Connect to ``nats_cfg.url`` as client ``name`` (timeout ``connect_timeout_s`` seconds).
 
         Raises:
             ServiceFailedError: the server cannot be reached within 3 × ``connect_timeout_s`` seconds.
+            ConfigError: the server's max_payload is below ``max_message_bytes``
+                (``limits.max_message_bytes``): messages the run may send would be refused.
         """
 
         async def on_error(exc: Exception) -> None:  # one line per problem, not a traceback per retry
@@ -87,7 +94,13 @@ class EventBus:
         except (asyncio.TimeoutError, OSError, nats.errors.NoServersError) as exc:
             raise ServiceFailedError(f"cannot reach NATS at {nats_cfg.url} (nats.url) within "
                                      f"{3 * nats_cfg.connect_timeout_s:g} s: {type(exc).__name__}") from None
-        return cls(nc, nc.jetstream(), nats_cfg, consumer_cfg)
+        if nc.max_payload < max_message_bytes:
+            server_max = nc.max_payload
+            await nc.close()
+            raise ConfigError(f"NATS at {nats_cfg.url} accepts messages up to {server_max} bytes (its max_payload), "
+                              f"below limits.max_message_bytes={max_message_bytes}: raise max_payload in the "
+                              "server's config or lower limits.max_message_bytes")
+        return cls(nc, nc.jetstream(), nats_cfg, consumer_cfg, max_message_bytes)
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...] = STREAMS) -> None:
         """Create each stream, or update it in place when its config changed (idempotent)."""
@@ -117,13 +130,17 @@ class EventBus:
 
         Raises:
             ValueError: ``msg_id`` is empty.
+            MessageTooLargeError: the serialised message is over ``limits.max_message_bytes``.
             nats.js.errors.NoStreamResponseError: no stream captures ``subject``.
         """
         if not msg_id:
             raise ValueError(f"publish to {subject}: msg_id must be a non-empty stable id")
-        return await self.js.publish(
-            subject, message.SerializeToString(), headers={**(headers or {}), "Nats-Msg-Id": msg_id}
-        )
+        data = message.SerializeToString()
+        if len(data) > self.max_message_bytes:
+            raise MessageTooLargeError(
+                f"publish to {subject} (msg_id {msg_id!r}): {type(message).__name__} of {len(data)} bytes is over "
+                f"limits.max_message_bytes={self.max_message_bytes}")
+        return await self.js.publish(subject, data, headers={**(headers or {}), "Nats-Msg-Id": msg_id})
 
     def consumer(self, *, stream: str, durable: str, subject: str, message_type: type[M],
                  handler: Callable[[M, Delivery], Awaitable[None]],
@@ -257,6 +274,8 @@ class Consumer(Generic[M]):
             await self.handler(event, delivery)
         except InvalidEventError as exc:
             return await self._dead_letter(msg, n, "invalid", f"invalid event: {exc}")
+        except MessageTooLargeError as exc:  # a redelivery would build the same message again
+            return await self._dead_letter(msg, n, "too_large", f"handler output too large: {exc}")
         except Exception as exc:  # noqa: BLE001 - turned into a nak or a dead-letter record
             error = f"{type(exc).__name__}: {exc}"
             if n >= max_n:

@@ -14,6 +14,7 @@ __all__ = [
     "InvalidEventError",
     "TransientError",
     "ServiceFailedError",
+    "MessageTooLargeError",
 ]
 
 
@@ -46,3 +47,9 @@ class TransientError(RLAnythingError, RuntimeError):
 
 class ServiceFailedError(RLAnythingError, RuntimeError):
     """Raised by the launcher when a service process exits or never becomes healthy."""
+
+
+class MessageTooLargeError(RLAnythingError, ValueError):
+    """Raised when a message is over ``limits.max_message_bytes`` (or a NATS server's max_payload);
+    the message names the size, the limit and the setting. An event handler raising it
+    dead-letters its message at once: a redelivery would build the same message again."""

@@ -15,10 +15,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from services.common.config.base import MAX_MESSAGE_BYTES
 from services.common.errors import InvalidArgumentError, NotFoundError
 
 __all__ = [
     "create_server",
+    "message_options",
+    "channel",
+    "aio_channel",
     "map_errors",
     "check_health",
     "check_health_sync",
@@ -31,11 +35,30 @@ DEFAULT_DEADLINE_S = 10.0
 R = TypeVar("R")
 
 
+def message_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """gRPC channel/server options that send and receive messages up to ``max_message_bytes``
+    (gRPC's own defaults: 4 MiB received, unlimited sent). Over the limit, gRPC fails the call
+    with RESOURCE_EXHAUSTED and a message naming both sizes."""
+    return [("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes)]
+
+
+def channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.Channel:
+    """A blocking insecure channel to ``host:port`` with the run's message limit."""
+    return grpc.insecure_channel(address, options=message_options(max_message_bytes))
+
+
+def aio_channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Channel:
+    """An asyncio insecure channel to ``host:port`` with the run's message limit."""
+    return grpc.aio.insecure_channel(address, options=message_options(max_message_bytes))
+
+
 async def create_server(
     host: str,
     port: int,
     register: Sequence[Callable[[grpc.aio.Server], None]] = (),
     service_names: Sequence[str] = (),
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build a grpc.aio server with health and reflection, bound to ``host:port`` (0 = free port).
 
@@ -43,6 +66,7 @@ async def create_server(
         register: callables that add servicers, e.g. ``lambda s: add_XServicer_to_server(x, s)``.
         service_names: full names of the registered services, e.g. ``"rlanything.v1.Environment"``
             (for reflection and per-service health).
+        max_message_bytes: largest request or response in bytes (``limits.max_message_bytes``).
 
     Returns:
         ``(server, bound_port, health_servicer)``; the server is not started, and the server as a
@@ -51,7 +75,7 @@ async def create_server(
     Raises:
         RuntimeError: the port could not be bound.
     """
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=message_options(max_message_bytes))
     for add in register:
         add(server)
     health_servicer = health.aio.HealthServicer()

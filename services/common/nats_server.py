@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from services.common.config.base import MAX_MESSAGE_BYTES
 from services.common.errors import ServiceFailedError
 
 __all__ = ["NatsServer", "free_port", "find_nats_server", "die_with_parent"]
@@ -62,15 +63,18 @@ class NatsServer:
     """A `nats-server -js` process on a free loopback port with a temporary JetStream store.
 
     Use as a context manager, or call `start()` / `stop()`. ``store_dir`` may be given to keep
-    the JetStream data across a restart (tests of durability do that).
+    the JetStream data across a restart (tests of durability do that). ``max_payload`` is the
+    largest message in bytes the server accepts (``limits.max_message_bytes``; NATS's own
+    default is 1 MiB).
     """
 
     def __init__(self, store_dir: str | Path | None = None, port: int | None = None,
-                 log_path: str | Path | None = None) -> None:
+                 log_path: str | Path | None = None, max_payload: int = MAX_MESSAGE_BYTES) -> None:
         self._own_store = store_dir is None
         self.store_dir = Path(store_dir) if store_dir else Path(tempfile.mkdtemp(prefix="rla-nats-"))
         self.port = port or free_port()
         self.log_path = Path(log_path) if log_path else None
+        self.max_payload = max_payload
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -85,7 +89,11 @@ class NatsServer:
             ServiceFailedError: the process exited or did not listen within ``timeout_s`` seconds.
         """
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        cmd = [find_nats_server(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.store_dir / "nats-server.conf"  # max_payload has no command-line flag
+        conf.write_text(f"max_payload: {self.max_payload}\n")
+        cmd = [find_nats_server(), "-c", str(conf), "-js", "-a", "127.0.0.1", "-p", str(self.port),
+               "-sd", str(self.store_dir)]
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout_s

@@ -68,12 +68,15 @@ async def run_service(service: Service) -> int:
     cfg = service.service_config
     log = service.log
     metrics_port = start_metrics_server(cfg.server.host, cfg.server.metrics_port)
-    bus = await EventBus.connect(service.config.nats, service.config.consumer, name=service.name)
+    max_bytes = service.config.limits.max_message_bytes
+    bus = await EventBus.connect(service.config.nats, service.config.consumer, name=service.name,
+                                 max_message_bytes=max_bytes)
     await bus.ensure_streams()
     await service.on_start(bus)
     grpc_parts = service.grpc_services()
     server, grpc_port, health = await create_server(
-        cfg.server.host, cfg.server.grpc_port, [reg for _, reg in grpc_parts], [n for n, _ in grpc_parts])
+        cfg.server.host, cfg.server.grpc_port, [reg for _, reg in grpc_parts], [n for n, _ in grpc_parts],
+        max_message_bytes=max_bytes)
     await server.start()
     for name in ["", *(n for n, _ in grpc_parts)]:
         await health.set(name, SERVING)

@@ -15,7 +15,8 @@ from gymnasium import spaces
 from rlanything.v1 import env_pb2, env_pb2_grpc
 from rlanything.v1.events_pb2 import StepLabel, TaskRef
 
-from services.common.grpc_runtime import DEFAULT_DEADLINE_S
+from services.common.config import MAX_MESSAGE_BYTES
+from services.common.grpc_runtime import DEFAULT_DEADLINE_S, channel
 
 __all__ = ["RemoteTaskEnv", "CHARSET"]
 
@@ -44,11 +45,11 @@ class RemoteTaskEnv(gym.Env[str, str]):
     metadata = {"render_modes": []}
 
     def __init__(self, address: str, task: TaskRef, max_length: int = 4096,
-                 deadline_s: float = DEFAULT_DEADLINE_S) -> None:
+                 deadline_s: float = DEFAULT_DEADLINE_S, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.task = task
         self.deadline_s = deadline_s
         self.max_length = max_length
-        self.channel = grpc.insecure_channel(address)
+        self.channel = channel(address, max_message_bytes)
         self.stub = env_pb2_grpc.EnvironmentStub(self.channel)
         self.observation_space = spaces.Text(max_length=max_length, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(max_length=64, min_length=1, charset=string.ascii_lowercase + " ")

@@ -12,7 +12,8 @@ import grpc
 from rlanything.v1 import env_pb2, env_pb2_grpc
 from rlanything.v1.events_pb2 import TaskRef
 
-from services.common.grpc_runtime import DEFAULT_DEADLINE_S
+from services.common.config import MAX_MESSAGE_BYTES
+from services.common.grpc_runtime import DEFAULT_DEADLINE_S, aio_channel
 
 __all__ = ["EnvClient", "GrpcEnvClient"]
 
@@ -28,8 +29,9 @@ class EnvClient(Protocol):
 class GrpcEnvClient:
     """The env service over gRPC (grpc.aio), with a deadline on every call."""
 
-    def __init__(self, address: str, deadline_s: float = DEFAULT_DEADLINE_S) -> None:
-        self.channel = grpc.aio.insecure_channel(address)
+    def __init__(self, address: str, deadline_s: float = DEFAULT_DEADLINE_S,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
+        self.channel = aio_channel(address, max_message_bytes)
         self.stub = env_pb2_grpc.EnvironmentStub(self.channel)
         self.deadline_s = deadline_s
 

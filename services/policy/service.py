@@ -55,7 +55,8 @@ class PolicyService(Service):
                                    min_samples_async=self.cfg.ppo.min_samples_async)
             await self.trainer.ensure_initial_version(self.source)
         if self.serves:
-            self.env = GrpcEnvClient(self.cfg.rollout.env_address)
+            self.env = GrpcEnvClient(self.cfg.rollout.env_address,
+                                     max_message_bytes=self.config.limits.max_message_bytes)
             self.follower = VersionFollower(self.versions, "policy", self.generator, self.log)
             await self.follower.load_latest()
             self.background.append(asyncio.create_task(self.follower.run(), name="version-watch"))

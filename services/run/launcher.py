@@ -80,7 +80,8 @@ class Launcher:
     def start_nats(self) -> str:
         """Start the NATS server; returns its URL."""
         store = self.run_dir / "nats" if self.persistent_nats else None
-        self.nats = NatsServer(store_dir=store, log_path=self.run_dir / "logs" / "nats.log").start()
+        self.nats = NatsServer(store_dir=store, log_path=self.run_dir / "logs" / "nats.log",
+                               max_payload=self.config.limits.max_message_bytes).start()
         return self.nats.url
 
     def start_services(self) -> None:

@@ -254,6 +254,13 @@ def test_nats_config_agrees_with_its_statefulset_and_service(overlay: str) -> No
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"client": ports["client"], "monitor": ports["monitor"]}
     headless = manifests.get("Service", nats["spec"]["serviceName"])
     assert headless["spec"]["clusterIP"] == "None"
+    # One message limit: the server accepts what every service may send (field bugs, 7).
+    number, unit = re.fullmatch(r"(\d+)([KMG]B)?", setting["max_payload"]).groups()
+    max_payload = int(number) * {None: 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}[unit]
+    for name in ROLES:
+        config, _, _ = _role_config(manifests, name)
+        assert config.limits.max_message_bytes <= max_payload, (
+            f"{name}: limits.max_message_bytes={config.limits.max_message_bytes} over nats.conf max_payload {max_payload}")
 
 
 # ---- pod hardening and resources ---------------------------------------------------------------

@@ -3,7 +3,7 @@ both learners share), `env`, `policy`, `reward`, `critic`, `launcher`, and `run`
 file, overrides, loading). Each service reads its own section (and the shared `loop:`).
 """
 
-from services.common.config.base import StrictModel, NatsConfig, ConsumerConfig, ServerConfig, ServiceConfig, LoopConfig, SERVICE_NAMES
+from services.common.config.base import StrictModel, NatsConfig, ConsumerConfig, LimitsConfig, MAX_MESSAGE_BYTES, ServerConfig, ServiceConfig, LoopConfig, SERVICE_NAMES
 from services.common.config.critic import CriticServiceConfig
 from services.common.config.env import FamilyConfig, SchedulerConfig, AdaptationConfig, EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
@@ -16,6 +16,8 @@ __all__ = [
     "StrictModel",
     "NatsConfig",
     "ConsumerConfig",
+    "LimitsConfig",
+    "MAX_MESSAGE_BYTES",
     "ServerConfig",
     "ServiceConfig",
     "LoopConfig",

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["StrictModel", "NatsConfig", "ConsumerConfig", "ServerConfig", "ServiceConfig", "LoopConfig", "SERVICE_NAMES"]
+__all__ = ["StrictModel", "NatsConfig", "ConsumerConfig", "LimitsConfig", "MAX_MESSAGE_BYTES", "ServerConfig", "ServiceConfig", "LoopConfig", "SERVICE_NAMES"]
 
 SERVICE_NAMES: tuple[str, ...] = ("env", "policy", "reward", "critic")
 
@@ -26,6 +26,20 @@ class NatsConfig(StrictModel):
         120.0, gt=0, description="Seconds during which a repeated Nats-Msg-Id is dropped."
     )
     stream_replicas: int = Field(1, ge=1, le=5, description="JetStream replicas per stream.")
+
+
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+"""Default message limit in bytes (8 MiB: trajectories carry token ids and log-probs)."""
+
+
+class LimitsConfig(StrictModel):
+    """Sizes every server and client of a run agree on (``limits:``)."""
+
+    max_message_bytes: int = Field(
+        MAX_MESSAGE_BYTES, ge=64 * 1024, le=64 * 1024 * 1024,
+        description="Largest message in bytes: the local nats-server's max_payload (a remote server's "
+                    "must be at least this), every publish, and gRPC send/receive on every server and "
+                    "channel. 64 MiB is NATS's own ceiling.")
 
 
 class ConsumerConfig(StrictModel):

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError
 
-from services.common.config.base import ConsumerConfig, LoopConfig, NatsConfig, StrictModel
+from services.common.config.base import ConsumerConfig, LimitsConfig, LoopConfig, NatsConfig, StrictModel
 from services.common.config.critic import CriticServiceConfig
 from services.common.config.env import EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
@@ -31,6 +31,7 @@ class RunConfig(StrictModel):
     seed: int = Field(0, ge=0, description="Global random seed.")
     nats: NatsConfig = Field(default_factory=NatsConfig)
     consumer: ConsumerConfig = Field(default_factory=ConsumerConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     loop: LoopConfig = Field(default_factory=LoopConfig)
     env: EnvServiceConfig = Field(default_factory=EnvServiceConfig)
     policy: PolicyServiceConfig = Field(default_factory=PolicyServiceConfig)
