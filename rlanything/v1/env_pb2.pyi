@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskInfo(_message.Message):
-    __slots__ = ("ref", "knobs", "status", "oracle_plan_length", "split", "parent_version", "seed")
+    __slots__ = ("ref", "knobs", "status", "oracle_plan_length", "split", "parent_version", "seed", "metadata")
     class KnobsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,13 @@ class TaskInfo(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     REF_FIELD_NUMBER: _ClassVar[int]
     KNOBS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +30,7 @@ class TaskInfo(_message.Message):
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     PARENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     ref: _events_pb2.TaskRef
     knobs: _containers.ScalarMap[str, float]
     status: str
@@ -30,7 +38,8 @@ class TaskInfo(_message.Message):
     split: str
     parent_version: int
     seed: int
-    def __init__(self, ref: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., knobs: _Optional[_Mapping[str, float]] = ..., status: _Optional[str] = ..., oracle_plan_length: _Optional[int] = ..., split: _Optional[str] = ..., parent_version: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, ref: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., knobs: _Optional[_Mapping[str, float]] = ..., status: _Optional[str] = ..., oracle_plan_length: _Optional[int] = ..., split: _Optional[str] = ..., parent_version: _Optional[int] = ..., seed: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("family", "split", "limit")
@@ -111,7 +120,7 @@ class CloseResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class TaskVersion(_message.Message):
-    __slots__ = ("version", "knobs", "seed", "oracle_plan_length", "parent_version", "created_round", "parent_acc", "direction", "created_from_job")
+    __slots__ = ("version", "knobs", "seed", "oracle_plan_length", "parent_version", "created_round", "parent_acc", "direction", "created_from_job", "metadata")
     class KnobsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +128,13 @@ class TaskVersion(_message.Message):
         key: str
         value: float
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     VERSION_FIELD_NUMBER: _ClassVar[int]
     KNOBS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +144,7 @@ class TaskVersion(_message.Message):
     PARENT_ACC_FIELD_NUMBER: _ClassVar[int]
     DIRECTION_FIELD_NUMBER: _ClassVar[int]
     CREATED_FROM_JOB_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     version: int
     knobs: _containers.ScalarMap[str, float]
     seed: int
@@ -137,7 +154,8 @@ class TaskVersion(_message.Message):
     parent_acc: float
     direction: _events_pb2.Direction
     created_from_job: str
-    def __init__(self, version: _Optional[int] = ..., knobs: _Optional[_Mapping[str, float]] = ..., seed: _Optional[int] = ..., oracle_plan_length: _Optional[int] = ..., parent_version: _Optional[int] = ..., created_round: _Optional[int] = ..., parent_acc: _Optional[float] = ..., direction: _Optional[_Union[_events_pb2.Direction, str]] = ..., created_from_job: _Optional[str] = ...) -> None: ...
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, version: _Optional[int] = ..., knobs: _Optional[_Mapping[str, float]] = ..., seed: _Optional[int] = ..., oracle_plan_length: _Optional[int] = ..., parent_version: _Optional[int] = ..., created_round: _Optional[int] = ..., parent_acc: _Optional[float] = ..., direction: _Optional[_Union[_events_pb2.Direction, str]] = ..., created_from_job: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TaskSlot(_message.Message):
     __slots__ = ("slot_id", "family", "split", "active", "history", "pending", "next_version", "last_acc", "last_round", "rejected", "has_acc")

@@ -110,7 +110,8 @@ class Adaptation:
             return
         candidate = TaskVersion(knobs=proposal.spec.knobs, seed=proposal.spec.seed, oracle_plan_length=plan,
                                 parent_version=slot.active.version, created_round=report.round,
-                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id)  # type: ignore[arg-type]  # protobuf enum fields take their int values
+                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+                                metadata=family.metadata())
         new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
         await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
                             f"{proposal.note}; oracle plan {plan} steps (parent {slot.active.oracle_plan_length})",

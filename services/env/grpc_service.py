@@ -40,7 +40,8 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
             for status, version in versions:
                 tasks.append(env_pb2.TaskInfo(ref=ref_of(slot, version), knobs=version.knobs, status=status,
                                               oracle_plan_length=version.oracle_plan_length, split=slot.split,
-                                              parent_version=version.parent_version, seed=version.seed))
+                                              parent_version=version.parent_version, seed=version.seed,
+                                              metadata=version.metadata))
         if request.limit:
             tasks = tasks[: request.limit]
         return env_pb2.ListTasksResponse(tasks=tasks)

@@ -18,7 +18,7 @@ from services.common.kv import ProtoBucket
 from services.env.families.base import TaskFamily, TaskSpec
 from services.env.slots import find_version, resolve_pending, with_pending
 
-__all__ = ["TaskPool", "spec_of", "slot_key"]
+__all__ = ["TaskPool", "spec_of", "slot_key", "library_drift"]
 
 log = logging.getLogger("rlanything.env.pool")
 
@@ -31,6 +31,21 @@ def slot_key(slot_id: str) -> str:
 def spec_of(family: str, version: TaskVersion) -> TaskSpec:
     """The `TaskSpec` of one stored task version."""
     return TaskSpec(family, dict(version.knobs), int(version.seed))
+
+
+def library_drift(slots: list[TaskSlot], families: Mapping[str, TaskFamily]) -> list[str]:
+    """One warning per family whose active tasks were built by another version of its library
+    than the installed one (pure): the same knobs and seed may now build a different task."""
+    out = []
+    for name, family in sorted(families.items()):
+        installed = family.metadata().get("library_version")
+        built = sorted({s.active.metadata["library_version"] for s in slots if s.family == name
+                        and s.active.metadata.get("library_version", installed) != installed})
+        if built:
+            n = sum(1 for s in slots if s.family == name and s.active.metadata.get("library_version") in built)
+            out.append(f"{name}: {n} task(s) were built with {family.library} {', '.join(built)}, this process has "
+                       f"{installed}; their seeds may build different tasks now (see TaskVersion.metadata)")
+    return out
 
 
 class TaskPool:
@@ -72,7 +87,8 @@ class TaskPool:
                     if plan is None:
                         raise InvalidArgumentError(f"seed task {slot_id} ({spec.key()}) is not solvable")
                     version = TaskVersion(version=0, knobs=spec.knobs, seed=spec.seed,
-                                          oracle_plan_length=plan, parent_version=-1)
+                                          oracle_plan_length=plan, parent_version=-1,
+                                          metadata=self.family(fam_cfg.type).metadata())
                     slot = TaskSlot(slot_id=slot_id, family=fam_cfg.type, split=split, active=version,
                                     next_version=1)
                     try:
@@ -80,6 +96,8 @@ class TaskPool:
                         created += 1
                     except KeyWrongLastSequenceError:
                         pass  # another env replica created it first
+        for warning in library_drift(await self.slots(), self.families):
+            log.warning(warning)
         return created
 
     @staticmethod

@@ -8,6 +8,7 @@ Families adapt real libraries (TextWorld, Gymnasium, reasoning-gym); no home-mad
 
 from __future__ import annotations
 
+import importlib.metadata
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,20 @@ class TaskFamily(ABC):
     knobs: tuple[Knob, ...]
     max_steps: int
     """Default step budget of an episode."""
+    library: str = ""
+    """PyPI distribution that builds the tasks (e.g. "reasoning-gym"); "" for none."""
+
+    def metadata(self) -> dict[str, str]:
+        """What a task of this family records about its origin (``TaskVersion.metadata``):
+        ``library`` and the installed ``library_version`` ("unknown" if it is not installed as a
+        distribution). The same knobs and seed can build another task under another version."""
+        if not self.library:
+            return {}
+        try:
+            version = importlib.metadata.version(self.library)
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        return {"library": self.library, "library_version": version}
 
     def validate(self, spec: TaskSpec) -> None:
         """Check a spec's family and knobs.

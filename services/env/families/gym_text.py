@@ -179,6 +179,7 @@ class FrozenLakeFamily(TaskFamily):
     """FrozenLake maps of configurable size and hole probability (Gymnasium toy-text)."""
 
     name = "gym_text"
+    library = "gymnasium"
     knobs = (
         Knob("size", 3, 8, 1, description="The map is size × size tiles."),
         Knob("hole_prob", 0.0, 0.5, 0.05, integer=False, description="Chance that a tile is a hole."),

@@ -60,6 +60,7 @@ class ReasoningGymFamily(TaskFamily):
     """Single-turn reasoning-gym tasks of one dataset, difficulty from its curriculum."""
 
     name = "reasoning_gym"
+    library = "reasoning-gym"
     max_steps = 1
 
     def __init__(self, dataset: str = "basic_arithmetic") -> None:

@@ -128,6 +128,7 @@ class TextWorldFamily(TaskFamily):
     """
 
     name = "textworld"
+    library = "textworld"
     knobs = (
         Knob("world_size", 1, 8, 1, description="rooms in the world"),
         Knob("nb_objects", 1, 12, 1, description="minimum number of objects (the quest may add more)"),

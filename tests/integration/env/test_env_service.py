@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import signal
 
 import grpc
@@ -38,6 +40,8 @@ def test_gym_text_over_grpc(spawn_service, tmp_path) -> None:
     tasks = wait_for_tasks(env, 5)
     assert sorted(t.split for t in tasks) == ["heldout", "ood", "train", "train", "train"]
     assert all(t.status == "active" and t.oracle_plan_length > 0 for t in tasks)
+    assert {(t.metadata["library"], t.metadata["library_version"]) for t in tasks} == {
+        ("gymnasium", importlib.metadata.version("gymnasium"))}
     train = [t for t in tasks if t.split == "train"]
     assert len(env.ListTasks(env_pb2.ListTasksRequest(split="train", limit=2)).tasks) == 2
 

@@ -3,6 +3,8 @@ and a harder variant accepted by the rule with a longer oracle plan."""
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import grpc
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -77,6 +79,7 @@ async def test_textworld_through_the_service(spawn_service, tmp_path, bus) -> No
     candidate = proposed[1].candidate
     pending = [t for t in env.ListTasks(env_pb2.ListTasksRequest()).tasks if t.status == "pending"]
     assert [t.ref.version for t in pending] == [candidate.version] == [1]
+    assert dict(pending[0].metadata) == {"library": "textworld", "library_version": importlib.metadata.version("textworld")}
     cand_report = TaskReport(job_id="r1/tw/v1", round=1, task=candidate, group_size=8, rollouts=8, wins=4,
                              acc=0.5, is_candidate=True)
     await bus.publish(Subjects.CRITIC_TASK, cand_report, msg_id=cand_report.job_id)
