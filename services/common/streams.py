@@ -25,7 +25,9 @@ class Subjects:
     CRITIC_TASK = "rla.critic.task"            # TaskReport
     ENV_POOL = "rla.env.pool"                  # TaskPoolEvent
     METRICS_ROUND = "rla.metrics.round"        # RoundMetrics
-    INGEST = "rla.ingest.trajectory"           # Trajectory (live product usage)
+    INGEST_EPISODE = "rla.ingest.episode"      # IngestEpisode (redacted), one subject per tenant: .<tenant>
+    INGEST_FEEDBACK = "rla.ingest.feedback"    # Feedback (redacted), .<tenant>
+    INGEST_SETTLED = "rla.ingest.settled"      # SettledEpisode (redacted), .<tenant>
 
 
 DLQ_PREFIX = "rla.dlq"

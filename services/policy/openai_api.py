@@ -19,10 +19,9 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Literal, TypeVar
 
-import uvicorn
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.models.generation import GenerationCancelled, Generator, Sampling, generate_async
 
-__all__ = ["build_app", "EmbeddedServer"]
+__all__ = ["build_app"]
 
 T = TypeVar("T")
 
@@ -176,11 +175,3 @@ async def _events(head: dict, text: str, pieces: list[str], finish: str, logprob
     if include_usage:
         yield event([], usage=usage)
     yield "data: [DONE]\n\n"
-
-
-class EmbeddedServer(uvicorn.Server):
-    """A uvicorn server inside a service's event loop: the service owns SIGTERM, not uvicorn."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield

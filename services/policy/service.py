@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 import grpc
-import uvicorn
 from rlanything.v1 import policy_pb2_grpc
 from rlanything.v1.events_pb2 import PolicySampleBatch, RolloutJob
 
@@ -26,7 +25,8 @@ from services.common.trainer_shell import PPOLearner, Trainer
 from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
-from services.policy.openai_api import EmbeddedServer, build_app
+from services.common.http_server import embedded_server
+from services.policy.openai_api import build_app
 from services.policy.rollout import run_group
 
 
@@ -61,8 +61,7 @@ class PolicyService(Service):
             await self.follower.load_latest()
             self.background.append(asyncio.create_task(self.follower.run(), name="version-watch"))
             port = self.cfg.openai_port or free_port()
-            http = EmbeddedServer(uvicorn.Config(build_app(self.generator, self.source), host=self.cfg.server.host,
-                                                 port=port, log_level="warning", lifespan="off"))
+            http = embedded_server(build_app(self.generator, self.source), self.cfg.server.host, port)
             self.http = http
             self.background.append(asyncio.create_task(http.serve(), name="openai-http"))
             self.log.info("openai endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1"})

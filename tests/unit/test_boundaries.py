@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("policy", "reward", "env", "critic")
+SERVICES = ("policy", "reward", "env", "critic", "ingest")
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:

@@ -1,10 +1,11 @@
 """Run configuration, one module per owner: `base` (NATS, consumers, servers), `models` (what
-both learners share), `env`, `policy`, `reward`, `critic`, `launcher`, and `run` (the whole
+both learners share), `env`, `policy`, `reward`, `critic`, `ingest`, `launcher`, and `run` (the whole
 file, overrides, loading). Each service reads its own section (and the shared `loop:`).
 """
 
 from services.common.config.base import StrictModel, NatsConfig, ConsumerConfig, LimitsConfig, MAX_MESSAGE_BYTES, ServerConfig, ServiceConfig, LoopConfig, SERVICE_NAMES
 from services.common.config.critic import CriticServiceConfig
+from services.common.config.ingest import IngestServiceConfig, RedactionConfig, TenantConfig
 from services.common.config.env import FamilyConfig, SchedulerConfig, AdaptationConfig, EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
 from services.common.config.models import TinyModelConfig, ModelConfig, PPOConfig, SFTConfig
@@ -23,6 +24,9 @@ __all__ = [
     "LoopConfig",
     "SERVICE_NAMES",
     "CriticServiceConfig",
+    "IngestServiceConfig",
+    "RedactionConfig",
+    "TenantConfig",
     "FamilyConfig",
     "SchedulerConfig",
     "AdaptationConfig",

@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError
 
 from services.common.config.base import ConsumerConfig, LimitsConfig, LoopConfig, NatsConfig, StrictModel
 from services.common.config.critic import CriticServiceConfig
+from services.common.config.ingest import IngestServiceConfig
 from services.common.config.env import EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
 from services.common.config.policy import PolicyServiceConfig
@@ -37,6 +38,7 @@ class RunConfig(StrictModel):
     policy: PolicyServiceConfig = Field(default_factory=PolicyServiceConfig)
     reward: RewardServiceConfig = Field(default_factory=RewardServiceConfig)
     critic: CriticServiceConfig = Field(default_factory=CriticServiceConfig)
+    ingest: IngestServiceConfig = Field(default_factory=IngestServiceConfig)
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
 
 

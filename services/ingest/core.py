@@ -1,0 +1,338 @@
+"""The ingest shell: tenants, redaction at first touch, durable episodes in KV, the INGEST stream.
+
+Used by both front doors (`http_api`, `grpc_service`). Every write is idempotent: the stream
+publish carries a stable ``Nats-Msg-Id`` (``<tenant>/<episode>/<revision>``,
+``<tenant>/fb/<feedback>``, ``<tenant>/<episode>/settled``) and the record is changed by
+compare-and-set, so a retry after a crash at any point stores each thing once. Nothing raw is
+stored, published or logged: texts are redacted before the first write, user ids are HMACs.
+
+Subjects: ``rla.ingest.episode.<tenant>`` (IngestEpisode), ``rla.ingest.feedback.<tenant>``
+(Feedback), ``rla.ingest.settled.<tenant>`` (SettledEpisode: the hand-off to the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from nats.js.errors import KeyWrongLastSequenceError, NotFoundError as JsNotFoundError
+from rlanything.v1.ingest_pb2 import (EpisodeRecord, EpisodeStatus, EraseUserResponse, Feedback, IngestAck,
+                                      IngestEpisode, SettledEpisode)
+
+from services.common.bus import EventBus
+from services.common.config import IngestServiceConfig
+from services.common.kv import ProtoBucket, escape_id, live_entries, open_bucket
+from services.common.redaction import RedactionError, RegexRedactor
+from services.common.streams import Subjects
+from services.ingest.episodes import (IngestError, advance, decide_upsert, new_record, place_feedback,
+                                      redact_episode, redact_feedback, status_of, user_hash, validate_episode,
+                                      validate_feedback)
+from services.ingest.telemetry import (ERASED, FEEDBACK_DELAY, OPEN_EPISODES, REDACTIONS, REFUSED, REQUESTS,
+                                       SETTLED)
+
+__all__ = ["IngestCore"]
+
+log = logging.getLogger("rlanything.ingest")
+Status = IngestAck.Status
+State = EpisodeStatus.State
+_CAS_TRIES = 10
+
+
+def _status_name(status: int) -> str:
+    return IngestAck.Status.Name(status).removeprefix("STATUS_").lower()
+
+
+class IngestCore:
+    """Everything the ingest API does, over one NATS connection (see the module docstring)."""
+
+    def __init__(self, cfg: IngestServiceConfig, bus: EventBus, episodes: ProtoBucket, orphans: ProtoBucket | None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.bus = bus
+        self.episodes = episodes
+        self.orphans = orphans
+        self.clock = clock
+        self.redactor = RegexRedactor(cfg.redaction.patterns, cfg.redaction.deny)
+        self._keys = {t.resolved_key(): name for name, t in cfg.tenants.items() if t.resolved_key()}
+        self.open_counts: Counter[str] = Counter()
+
+    @classmethod
+    async def open(cls, cfg: IngestServiceConfig, bus: EventBus) -> "IngestCore":
+        """Open (or create) the episode and orphan-feedback buckets."""
+        episodes = await ProtoBucket.open(bus.js, cfg.episodes_bucket, EpisodeRecord)
+        orphans = None
+        if cfg.orphan_feedback_wait_s > 0:
+            kv = await open_bucket(bus.js, cfg.feedback_bucket, ttl_s=cfg.orphan_feedback_wait_s)
+            orphans = ProtoBucket(kv, Feedback)
+        return cls(cfg, bus, episodes, orphans)
+
+    # ---- auth ---------------------------------------------------------------------------------
+
+    def tenant_of(self, bearer: str | None, claimed: str = "") -> str:
+        """The tenant whose key is ``bearer``.
+
+        Raises:
+            IngestError: 401 for a missing or unknown key; 403 when ``claimed`` names another tenant.
+        """
+        tenant = self._keys.get(bearer or "")
+        if tenant is None:
+            REFUSED.labels("unknown_tenant").inc()
+            raise IngestError(401, "unknown tenant key: send Authorization: Bearer <key of a tenant in "
+                                   "ingest.tenants>", "authorization")
+        if claimed and claimed != tenant:
+            REFUSED.labels("tenant_mismatch").inc()
+            raise IngestError(403, f"tenant {claimed!r} in the body does not match the key's tenant", "tenant")
+        return tenant
+
+    def _secret(self, tenant: str) -> str:
+        return self.cfg.tenants[tenant].resolved_secret() or tenant
+
+    @staticmethod
+    def _key(tenant: str, episode_id: str) -> str:
+        return f"{tenant}.{escape_id(episode_id)}"
+
+    # ---- episodes -----------------------------------------------------------------------------
+
+    async def record_episode(self, tenant: str, ep: IngestEpisode) -> IngestAck:
+        """Validate, redact and store one revision of an episode.
+
+        Raises:
+            IngestError: 422/413 (the field), 403 without consent, 409 for a changed revision,
+                429 over ``max_open_episodes``, 503 when redaction failed.
+        """
+        try:
+            validate_episode(ep, self.cfg.max_messages, self.cfg.max_episode_bytes)
+        except IngestError as exc:
+            REFUSED.labels("too_large" if exc.status == 413 else "invalid").inc()
+            raise
+        if not ep.consent.training:
+            REFUSED.labels("no_consent").inc()
+            raise IngestError(403, "consent.training is false: nothing of this episode is stored", "consent.training")
+        ep.tenant = tenant
+        try:
+            red = redact_episode(ep, self.redactor)
+        except RedactionError:
+            REFUSED.labels("redaction_failed").inc()
+            raise IngestError(503, "redaction failed; nothing was stored (retry later)", None) from None
+        uhash = user_hash(self._secret(tenant), ep.user_ref)
+        key = self._key(tenant, ep.episode_id)
+        for attempt in range(_CAS_TRIES):
+            record, revision = await self.episodes.get(key)
+            assert record is None or isinstance(record, EpisodeRecord)
+            try:
+                status = decide_upsert(record, red)
+            except IngestError:
+                REFUSED.labels("conflict").inc()
+                raise
+            if status != Status.STATUS_ACCEPTED:
+                REQUESTS.labels(tenant, "episode", _status_name(status)).inc()
+                return IngestAck(status=status, episode_id=ep.episode_id, revision=red.revision)  # type: ignore[arg-type]  # protobuf enum fields take their int values
+            if record is None and self.open_counts[tenant] >= self.cfg.max_open_episodes:
+                REFUSED.labels("too_many_open").inc()
+                raise IngestError(429, f"tenant {tenant} has {self.open_counts[tenant]} open episodes "
+                                       f"(ingest.max_open_episodes={self.cfg.max_open_episodes}); retry later")
+            now = self.clock()
+            ack = await self.bus.publish(f"{Subjects.INGEST_EPISODE}.{tenant}", red,
+                                         msg_id=f"{tenant}/{escape_id(ep.episode_id)}/{red.revision}")
+            new = new_record(record, red, now, self.cfg.settle_window_s, self.cfg.retention_days, uhash)
+            new.stream_seqs.append(ack.seq)
+            orphans = await self._orphans_of(tenant, ep.episode_id) if record is None else []
+            for fb in orphans:
+                placed, with_fb = place_feedback(new, fb)
+                if with_fb is not None:
+                    new = with_fb
+                    FEEDBACK_DELAY.observe(max(0.0, fb.created_unix_s - now) if fb.created_unix_s else 0.0)
+                REQUESTS.labels(tenant, "feedback", _status_name(placed)).inc()
+            try:
+                if revision == 0:
+                    await self.episodes.kv.create(key, new.SerializeToString())
+                else:
+                    await self.episodes.kv.update(key, new.SerializeToString(), last=revision)
+            except KeyWrongLastSequenceError:
+                if attempt == _CAS_TRIES - 1:
+                    raise
+                continue
+            if record is None:
+                self.open_counts[tenant] += 1
+            for fb in orphans:
+                await self._drop_orphan(tenant, fb)
+            for kind, n in red.redactions.items():
+                REDACTIONS.labels(kind).inc(n)
+            REQUESTS.labels(tenant, "episode", "accepted").inc()
+            log.info("episode stored", extra={"tenant": tenant, "episode": ep.episode_id, "revision": red.revision,
+                                              "state": State.Name(new.state), "redactions": dict(red.redactions)})
+            return IngestAck(status=Status.STATUS_ACCEPTED, episode_id=ep.episode_id, revision=red.revision)
+        raise AssertionError("unreachable")
+
+    # ---- feedback -----------------------------------------------------------------------------
+
+    async def record_feedback(self, tenant: str, fb: Feedback) -> IngestAck:
+        """Attach feedback to its episode, keep it for an episode not seen yet, or count it late.
+
+        Raises:
+            IngestError: 422 naming the field, 404 for an unseen episode when buffering is off,
+                503 when redaction failed.
+        """
+        try:
+            validate_feedback(fb)
+        except IngestError:
+            REFUSED.labels("invalid").inc()
+            raise
+        fb.tenant = tenant
+        try:
+            red = redact_feedback(fb, self.redactor)
+        except RedactionError:
+            REFUSED.labels("redaction_failed").inc()
+            raise IngestError(503, "redaction failed; nothing was stored (retry later)", None) from None
+        if red.created_unix_s == 0:
+            red.created_unix_s = self.clock()
+        key = self._key(tenant, fb.episode_id)
+        for attempt in range(_CAS_TRIES):
+            record, revision = await self.episodes.get(key)
+            assert record is None or isinstance(record, EpisodeRecord)
+            status, new = place_feedback(record, red)
+            if status == Status.STATUS_BUFFERED:
+                if self.orphans is None:
+                    raise IngestError(404, f"episode {fb.episode_id!r} has not been posted "
+                                           "(ingest.orphan_feedback_wait_s is 0: feedback is not kept)", "episode_id")
+                await self.orphans.put(f"{key}.{escape_id(fb.feedback_id)}", red)
+            if new is None or record is None:
+                REQUESTS.labels(tenant, "feedback", _status_name(status)).inc()
+                return IngestAck(status=status, episode_id=fb.episode_id)  # type: ignore[arg-type]  # protobuf enum fields take their int values
+            ack = await self.bus.publish(f"{Subjects.INGEST_FEEDBACK}.{tenant}", red,
+                                         msg_id=f"{tenant}/fb/{escape_id(fb.feedback_id)}")
+            new.stream_seqs.append(ack.seq)
+            try:
+                await self.episodes.kv.update(key, new.SerializeToString(), last=revision)
+            except KeyWrongLastSequenceError:
+                if attempt == _CAS_TRIES - 1:
+                    raise
+                continue
+            if status == Status.STATUS_APPLIED:
+                FEEDBACK_DELAY.observe(max(0.0, red.created_unix_s - record.episode.received_unix_s))
+            REQUESTS.labels(tenant, "feedback", _status_name(status)).inc()
+            return IngestAck(status=status, episode_id=fb.episode_id, revision=record.episode.revision)  # type: ignore[arg-type]  # protobuf enum fields take their int values
+        raise AssertionError("unreachable")
+
+    async def _orphans_of(self, tenant: str, episode_id: str) -> list[Feedback]:
+        if self.orphans is None:
+            return []
+        prefix = f"{self._key(tenant, episode_id)}."
+        return [Feedback.FromString(e.value) for e in await live_entries(self.orphans.kv) if e.key.startswith(prefix)]
+
+    async def _drop_orphan(self, tenant: str, fb: Feedback) -> None:
+        if self.orphans is not None:
+            await self.orphans.kv.purge(f"{self._key(tenant, fb.episode_id)}.{escape_id(fb.feedback_id)}")
+
+    # ---- reading, erasure, settling --------------------------------------------------------------
+
+    async def get_episode(self, tenant: str, episode_id: str) -> EpisodeStatus:
+        """State and counts of one episode (no content).
+
+        Raises:
+            IngestError: 422 for an empty id; 404 when the episode is not stored (never posted,
+                erased or expired).
+        """
+        if not episode_id:
+            raise IngestError(422, "episode_id must not be empty", "episode_id")
+        record, _ = await self.episodes.get(self._key(tenant, episode_id))
+        if record is None:
+            raise IngestError(404, f"episode {episode_id!r} is not stored for tenant {tenant}", "episode_id")
+        assert isinstance(record, EpisodeRecord)
+        return status_of(record)
+
+    async def _erase(self, key: str, record: EpisodeRecord) -> int:
+        deleted = 0
+        for seq in record.stream_seqs:
+            try:
+                if await self.bus.js.delete_msg("INGEST", seq):
+                    deleted += 1
+            except JsNotFoundError:
+                pass  # already gone (the stream's own max_age, or an earlier erasure)
+        await self.episodes.kv.purge(key)
+        return deleted
+
+    async def erase_user(self, tenant: str, user_ref: str) -> EraseUserResponse:
+        """Delete every stored episode of ``user_ref`` in ``tenant``: its record and its INGEST
+        stream messages (episode revisions, feedback, the settled hand-off).
+
+        Raises:
+            IngestError: 422 when ``user_ref`` is empty.
+        """
+        if not user_ref:
+            raise IngestError(422, "user_ref must not be empty", "user_ref")
+        uhash = user_hash(self._secret(tenant), user_ref)
+        episodes = deleted = 0
+        for entry in await live_entries(self.episodes.kv):
+            if not entry.key.startswith(f"{tenant}."):
+                continue
+            record = EpisodeRecord.FromString(entry.value)
+            if record.user_hash == uhash:
+                deleted += await self._erase(entry.key, record)
+                episodes += 1
+        ERASED.labels("user").inc(episodes)
+        log.info("user erased", extra={"tenant": tenant, "episodes": episodes, "messages": deleted})
+        return EraseUserResponse(episodes_erased=episodes, messages_deleted=deleted)
+
+    async def sweep(self) -> None:
+        """One pass over the records: close idle episodes, settle those past their deadline
+        (publishing the `SettledEpisode`), erase expired ones, recount open episodes."""
+        now = self.clock()
+        counts: Counter[str] = Counter()
+        for entry in await live_entries(self.episodes.kv):
+            record = EpisodeRecord.FromString(entry.value)
+            tenant = record.episode.tenant
+            if now >= record.expires_unix_s > 0:
+                await self._erase(entry.key, record)
+                ERASED.labels("retention").inc()
+                continue
+            nxt = advance(record, now, self.cfg.settle_window_s, self.cfg.idle_close_s)
+            if nxt is not None:
+                await self._move(entry.key, nxt, now)
+                if nxt == State.STATE_SETTLED:
+                    continue
+            if record.state != State.STATE_SETTLED:
+                counts[tenant] += 1
+        self.open_counts = counts
+        for tenant in self.cfg.tenants:
+            OPEN_EPISODES.labels(tenant).set(counts[tenant])
+
+    async def _move(self, key: str, state: int, now: float) -> None:
+        for _ in range(_CAS_TRIES):
+            record, revision = await self.episodes.get(key)
+            if not isinstance(record, EpisodeRecord) or advance(record, now, self.cfg.settle_window_s,
+                                                                self.cfg.idle_close_s) != state:
+                return  # changed meanwhile (a new revision, or another replica moved it)
+            new = EpisodeRecord()
+            new.CopyFrom(record)
+            new.state = state  # type: ignore[assignment]  # protobuf enum fields take their int values
+            tenant = record.episode.tenant
+            if state == State.STATE_CLOSED:
+                new.settle_deadline_unix_s = now + self.cfg.settle_window_s
+            else:
+                settled = SettledEpisode(episode=record.episode, feedback=record.feedback,
+                                         late_feedback=record.late_feedback)
+                ack = await self.bus.publish(f"{Subjects.INGEST_SETTLED}.{tenant}", settled,
+                                             msg_id=f"{tenant}/{escape_id(record.episode.episode_id)}/settled")
+                new.stream_seqs.append(ack.seq)
+            try:
+                await self.episodes.kv.update(key, new.SerializeToString(), last=revision)
+            except KeyWrongLastSequenceError:
+                continue
+            if state == State.STATE_SETTLED:
+                SETTLED.labels(tenant).inc()
+                log.info("episode settled", extra={"tenant": tenant, "episode": record.episode.episode_id,
+                                                   "feedback": len(record.feedback)})
+            return
+
+    async def run_sweeper(self) -> None:
+        """Sweep every ``sweep_every_s`` seconds until cancelled (a failed sweep is retried)."""
+        while True:
+            try:
+                await self.sweep()
+            except (OSError, asyncio.TimeoutError, KeyWrongLastSequenceError) as exc:
+                log.warning("sweep failed; retrying", extra={"error": f"{type(exc).__name__}: {exc}"})
+            await asyncio.sleep(self.cfg.sweep_every_s)

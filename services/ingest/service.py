@@ -1,0 +1,53 @@
+"""The ingest service process: HTTP API for products, gRPC `Ingest` for services, a sweeper that
+closes, settles and expires episodes (a thin shell over `core`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import grpc
+from rlanything.v1 import ingest_pb2_grpc
+
+from services.common.bus import EventBus
+from services.common.config import IngestServiceConfig, RunConfig
+from services.common.http_server import embedded_server
+from services.common.nats_server import free_port
+from services.common.runtime import Service
+from services.ingest.core import IngestCore
+from services.ingest.grpc_service import SERVICE_NAME, IngestServicer
+from services.ingest.http_api import build_app
+
+__all__ = ["IngestService"]
+
+
+class IngestService(Service):
+    """Ingest service: live conversations and feedback into durable, redacted episodes."""
+
+    name = "ingest"
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self.cfg: IngestServiceConfig = config.ingest
+        self.core: IngestCore | None = None
+
+    async def on_start(self, bus: EventBus) -> None:
+        if not self.cfg.tenants:
+            self.log.warning("no tenants configured (ingest.tenants): every request gets 401")
+        self.core = await IngestCore.open(self.cfg, bus)
+        await self.core.sweep()  # open counts before the first request
+        port = self.cfg.http_port or free_port()
+        self.http = embedded_server(build_app(self.core), self.cfg.server.host, port)
+        self.background.append(asyncio.create_task(self.http.serve(), name="ingest-http"))
+        self.background.append(asyncio.create_task(self.core.run_sweeper(), name="ingest-sweeper"))
+        self.log.info("ingest endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1/ingest",
+                                                "tenants": sorted(self.cfg.tenants)})
+
+    def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
+        assert self.core is not None, "on_start first"
+        servicer = IngestServicer(self.core)
+        return [(SERVICE_NAME, lambda s: ingest_pb2_grpc.add_IngestServicer_to_server(servicer, s))]
+
+    async def on_stop(self) -> None:
+        if getattr(self, "http", None) is not None:
+            self.http.should_exit = True

@@ -1,0 +1,19 @@
+"""Prometheus metrics of the ingest service (served on the process's /metrics endpoint)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+__all__ = ["REQUESTS", "REFUSED", "REDACTIONS", "SETTLED", "FEEDBACK_DELAY", "OPEN_EPISODES", "ERASED"]
+
+REQUESTS = Counter("rla_ingest_requests_total", "Requests answered, by tenant, kind (episode, feedback) and "
+                   "status (accepted, duplicate, superseded, applied, buffered, late).", ["tenant", "kind", "status"])
+REFUSED = Counter("rla_ingest_refused_total", "Requests refused, by reason (unknown_tenant, tenant_mismatch, "
+                  "no_consent, too_large, invalid, conflict, too_many_open, redaction_failed).", ["reason"])
+REDACTIONS = Counter("rla_ingest_redactions_total", "Personal data replaced by a placeholder, by kind.", ["kind"])
+SETTLED = Counter("rla_ingest_settled_total", "Episodes settled and published, by tenant.", ["tenant"])
+FEEDBACK_DELAY = Histogram("rla_ingest_feedback_delay_seconds",
+                           "Seconds from an episode's latest revision to feedback about it.",
+                           buckets=(1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400))
+OPEN_EPISODES = Gauge("rla_ingest_open_episodes", "Episodes not yet settled, by tenant (last sweep).", ["tenant"])
+ERASED = Counter("rla_ingest_erased_total", "Episodes erased, by reason (user, retention).", ["reason"])

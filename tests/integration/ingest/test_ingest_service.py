@@ -1,0 +1,213 @@
+"""The ingest service as a real process against a real nats-server: HTTP for products, gRPC for
+services, redaction at first touch, durable and idempotent episodes, late feedback, erasure."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import grpc
+import httpx
+import pytest
+from nats.js.api import ConsumerConfig as JsConsumerConfig
+
+from rlanything.v1 import ingest_pb2, ingest_pb2_grpc
+from services.common.bus import EventBus
+from services.common.kv import live_entries
+from services.common.nats_server import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+KEY = "acme-key-0123456789"
+CANARIES = ("jane.canary@example.org", "4111 1111 1111 1111", "+1 415 555 0132")
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+
+
+def ingest_yaml(http_port: int, **extra: object) -> str:
+    settings = {"settle_window_s": 1.0, "sweep_every_s": 0.2, "orphan_feedback_wait_s": 60, **extra}
+    body = ", ".join(f"{k}: {v}" for k, v in settings.items())
+    return (f"ingest: {{http_port: {http_port}, {body}, "
+            f"tenants: {{acme: {{key: {KEY}, secret: s3cret}}, other: {{key: other-key-0123456789}}}}}}\n")
+
+
+def start(spawn_service, **extra: object) -> tuple[object, httpx.Client]:
+    port = free_port()
+    svc = spawn_service("ingest", ingest_yaml(port, **extra))
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            if client.get("/healthz").status_code == 200:
+                return svc, client
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "ingest HTTP did not come up"
+            time.sleep(0.05)
+
+
+def episode(episode_id: str, revision: int = 0, text: str = "What is 17 + 25?", ended: bool = False,
+            consent: bool = True, user: str = "user-1", answer: str = "\\boxed{42}") -> dict:
+    return {"episodeId": episode_id, "revision": revision, "ended": ended, "userRef": user,
+            "consent": {"training": consent}, "taskType": "arithmetic",
+            "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]}
+
+
+def wait_state(client: httpx.Client, episode_id: str, state: str, timeout_s: float = 10.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = client.get(f"/v1/ingest/episodes/{episode_id}", headers=HEADERS).json()
+        if body.get("state") == state or time.monotonic() > deadline:
+            return body
+        time.sleep(0.1)
+
+
+async def stream_payloads(bus: EventBus) -> list[bytes]:
+    """Every message of the INGEST stream."""
+    info = await bus.js.stream_info("INGEST")
+    if info.state.messages == 0:
+        return []
+    sub = await bus.js.pull_subscribe("rla.ingest.>", durable=None, stream="INGEST",
+                                      config=JsConsumerConfig(filter_subject="rla.ingest.>"))
+    msgs = await sub.fetch(info.state.messages, timeout=5)
+    await sub.unsubscribe()
+    return [m.data for m in msgs]
+
+
+async def stored_bytes(bus: EventBus) -> bytes:
+    out = b"".join(await stream_payloads(bus))
+    for bucket in ("ingest_episodes", "ingest_orphans"):
+        out += b"".join(e.value for e in await live_entries(await bus.js.key_value(bucket)))
+    return out
+
+
+async def test_a_conversation_is_redacted_stored_once_and_settles_with_its_feedback(spawn_service, bus) -> None:
+    svc, client = start(spawn_service)
+    pii = f"I am {CANARIES[0]}, card {CANARIES[1]}, call {CANARIES[2]}. What is 17 + 25?"
+    first = client.post("/v1/ingest/episodes", headers=HEADERS, json=episode("ep-1", text=pii))
+    assert (first.status_code, first.json()["status"]) == (202, "STATUS_ACCEPTED")
+    again = client.post("/v1/ingest/episodes", headers=HEADERS, json=episode("ep-1", text=pii))
+    assert again.json()["status"] == "STATUS_DUPLICATE"
+    changed = client.post("/v1/ingest/episodes", headers=HEADERS, json=episode("ep-1", text="something else"))
+    assert changed.status_code == 409 and changed.json()["error"]["param"] == "revision"
+    # Feedback before its episode waits for it; feedback ids are idempotent.
+    early = {"feedbackId": "fb-early", "episodeId": "ep-2", "kind": "KIND_THUMBS", "value": -1}
+    assert client.post("/v1/ingest/feedback", headers=HEADERS, json=early).json()["status"] == "STATUS_BUFFERED"
+    assert client.post("/v1/ingest/episodes", headers=HEADERS,
+                       json=episode("ep-2", ended=True)).json()["status"] == "STATUS_ACCEPTED"
+    assert client.post("/v1/ingest/feedback", headers=HEADERS, json=early).json()["status"] == "STATUS_DUPLICATE"
+    # The conversation goes on (revision 1, ended) and gets feedback with PII in its text.
+    final = client.post("/v1/ingest/episodes", headers=HEADERS, json=episode("ep-1", revision=1, text=pii, ended=True))
+    assert final.json()["status"] == "STATUS_ACCEPTED"
+    stale = client.post("/v1/ingest/episodes", headers=HEADERS, json=episode("ep-1", revision=0, text=pii))
+    assert stale.json()["status"] == "STATUS_SUPERSEDED"
+    note = {"feedbackId": "fb-1", "episodeId": "ep-1", "kind": "KIND_CORRECTION", "text": f"mail {CANARIES[0]}: 42"}
+    assert client.post("/v1/ingest/feedback", headers=HEADERS, json=note).json()["status"] == "STATUS_APPLIED"
+
+    settled = wait_state(client, "ep-1", "STATE_SETTLED")
+    assert settled["state"] == "STATE_SETTLED" and settled["feedback"] == 1 and settled["revision"] == "1"
+    assert settled["redactions"] == {"EMAIL": 1, "CARD": 1, "PHONE": 1}
+    assert wait_state(client, "ep-2", "STATE_SETTLED")["feedback"] == 1
+    late = {"feedbackId": "fb-late", "episodeId": "ep-1", "kind": "KIND_THUMBS", "value": 1}
+    assert client.post("/v1/ingest/feedback", headers=HEADERS, json=late).json()["status"] == "STATUS_LATE"
+    assert wait_state(client, "ep-1", "STATE_SETTLED")["late_feedback"] == 1
+
+    # The hand-off: one settled message per episode, redacted, with its feedback.
+    info = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.settled.>")
+    assert info.state.subjects == {"rla.ingest.settled.acme": 2}
+    sub = await bus.js.subscribe("rla.ingest.settled.acme", stream="INGEST", ordered_consumer=True)
+    handed = [ingest_pb2.SettledEpisode.FromString((await sub.next_msg(timeout=5)).data) for _ in range(2)]
+    await sub.unsubscribe()
+    by_id = {h.episode.episode_id: h for h in handed}
+    assert [f.feedback_id for f in by_id["ep-1"].feedback] == ["fb-1"] and by_id["ep-1"].episode.revision == 1
+    assert by_id["ep-1"].feedback[0].text == "mail <EMAIL_1>: 42"
+    assert by_id["ep-1"].episode.messages[0].content.startswith("I am <EMAIL_1>, card <CARD_1>, call <PHONE_1>.")
+    assert [f.feedback_id for f in by_id["ep-2"].feedback] == ["fb-early"]
+    # Zero canaries anywhere: stream, KV buckets, the service's log.
+    everything = await stored_bytes(bus) + svc.log_path.read_bytes()
+    for canary in CANARIES:
+        assert canary.encode() not in everything, canary
+    assert b"<EMAIL_1>" in everything and b"user-1" not in everything
+
+
+async def test_every_bad_request_gets_its_status_and_names_the_field(spawn_service, bus) -> None:
+    _, client = start(spawn_service, max_messages=3, max_open_episodes=2)
+    post = client.post
+    cases = [
+        (post("/v1/ingest/episodes", json=episode("e")), 401, "authorization"),
+        (post("/v1/ingest/episodes", headers={"Authorization": "Bearer nope"}, json=episode("e")), 401,
+         "authorization"),
+        (post("/v1/ingest/episodes", headers=HEADERS, json={**episode("e"), "tenant": "other"}), 403, "tenant"),
+        (post("/v1/ingest/episodes", headers=HEADERS, json=episode("e", consent=False)), 403, "consent.training"),
+        (post("/v1/ingest/episodes", headers=HEADERS,
+              json={**episode("e"), "messages": [{"role": "user", "content": "x"}] * 4}), 413, "messages"),
+        (post("/v1/ingest/episodes", headers=HEADERS, content=b"{not json"), 422, None),
+        (post("/v1/ingest/episodes", headers=HEADERS, json={**episode("e"), "colour": "red"}), 422, None),
+        (post("/v1/ingest/episodes", headers=HEADERS,
+              json={**episode("e"), "messages": [{"role": "robot", "content": "x"}]}), 422, "messages[0].role"),
+        (post("/v1/ingest/feedback", headers=HEADERS, json={"feedbackId": "f", "episodeId": "e"}), 422, "kind"),
+        (client.get("/v1/ingest/episodes/nope", headers=HEADERS), 404, "episode_id"),
+    ]
+    for response, status, param in cases:
+        body = response.json()
+        assert response.status_code == status, body
+        assert body["error"]["param"] == param and body["error"]["message"]
+    assert "colour" in cases[6][0].json()["error"]["message"]
+    for i in range(2):
+        assert post("/v1/ingest/episodes", headers=HEADERS, json=episode(f"open-{i}")).status_code == 202
+    crowded = post("/v1/ingest/episodes", headers=HEADERS, json=episode("open-2"))
+    assert crowded.status_code == 429 and crowded.headers["Retry-After"] == "5"
+    # Nothing refused was stored.
+    assert (await bus.js.stream_info("INGEST")).state.messages == 2
+
+
+async def test_erasing_a_user_deletes_records_and_stream_messages(spawn_service, bus) -> None:
+    _, client = start(spawn_service)
+    for i, user in enumerate(["alice", "alice", "bob"]):
+        client.post("/v1/ingest/episodes", headers=HEADERS, json=episode(f"ep-{i}", user=user))
+    client.post("/v1/ingest/feedback", headers=HEADERS,
+                json={"feedbackId": "f0", "episodeId": "ep-0", "kind": "KIND_THUMBS", "value": 1})
+    assert (await bus.js.stream_info("INGEST")).state.messages == 4
+    erased = client.delete("/v1/ingest/users/alice", headers=HEADERS).json()
+    assert erased == {"episodes_erased": 2, "messages_deleted": 3}
+    assert client.get("/v1/ingest/episodes/ep-0", headers=HEADERS).status_code == 404
+    assert client.get("/v1/ingest/episodes/ep-2", headers=HEADERS).status_code == 200
+    assert (await bus.js.stream_info("INGEST")).state.messages == 1
+    # Another tenant's key cannot erase (or see) acme's users.
+    other = {"Authorization": "Bearer other-key-0123456789"}
+    assert client.delete("/v1/ingest/users/bob", headers=other).json() == {}
+    assert client.get("/v1/ingest/episodes/ep-2", headers=other).status_code == 404
+
+
+async def test_grpc_front_door_and_a_sigkill_loses_no_posted_episode(spawn_service, bus) -> None:
+    svc, client = start(spawn_service, settle_window_s=3600)
+    stub = ingest_pb2_grpc.IngestStub(grpc.insecure_channel(svc.address))
+    auth = (("authorization", f"Bearer {KEY}"),)
+    ep = ingest_pb2.IngestEpisode(episode_id="g-1", consent=ingest_pb2.Consent(training=True),
+                                  messages=[ingest_pb2.IngestMessage(role="user", content="hi")])
+    ack = stub.RecordEpisode(ingest_pb2.RecordEpisodeRequest(episode=ep), metadata=auth, timeout=10)
+    assert ack.status == ingest_pb2.IngestAck.STATUS_ACCEPTED
+    with pytest.raises(grpc.RpcError) as err:
+        stub.RecordEpisode(ingest_pb2.RecordEpisodeRequest(episode=ep), timeout=10)
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    bad = ingest_pb2.IngestEpisode(episode_id="g-2", consent=ingest_pb2.Consent(training=True),
+                                   messages=[ingest_pb2.IngestMessage(role="robot", content="x")])
+    with pytest.raises(grpc.RpcError) as err:
+        stub.RecordEpisode(ingest_pb2.RecordEpisodeRequest(episode=bad), metadata=auth, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "messages[0].role" in err.value.details()
+
+    for i in range(5):
+        assert client.post("/v1/ingest/episodes", headers=HEADERS, json=episode(f"k-{i}")).status_code == 202
+    svc.stop(signal.SIGKILL)
+    svc.start()
+    _, client2 = svc, httpx.Client(base_url=str(client.base_url), timeout=10)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client2.get("/healthz")
+            break
+        except httpx.TransportError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    for i in range(5):
+        assert client2.get(f"/v1/ingest/episodes/k-{i}", headers=HEADERS).json()["state"] == "STATE_OPEN"
+    status = stub.GetEpisode(ingest_pb2.GetEpisodeRequest(episode_id="g-1"), metadata=auth, timeout=10)
+    assert status.messages == 1
