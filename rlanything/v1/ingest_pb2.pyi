@@ -249,6 +249,49 @@ class EpisodeRecord(_message.Message):
     expires_unix_s: float
     def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., state: _Optional[_Union[EpisodeStatus.State, str]] = ..., settle_deadline_unix_s: _Optional[float] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., feedback_ids: _Optional[_Iterable[str]] = ..., late_feedback: _Optional[int] = ..., user_hash: _Optional[str] = ..., stream_seqs: _Optional[_Iterable[int]] = ..., expires_unix_s: _Optional[float] = ...) -> None: ...
 
+class CapturedCompletion(_message.Message):
+    __slots__ = ("tenant", "episode_id", "turn_id", "completion_id", "prompt", "response", "prompt_token_ids", "response_token_ids", "logprobs", "model_version", "temperature", "top_p", "retokenize", "consent", "created_unix_s", "redactions")
+    class RedactionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    RETOKENIZE_FIELD_NUMBER: _ClassVar[int]
+    CONSENT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    REDACTIONS_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    episode_id: str
+    turn_id: str
+    completion_id: str
+    prompt: _containers.RepeatedCompositeFieldContainer[IngestMessage]
+    response: str
+    prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    response_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    logprobs: _containers.RepeatedScalarFieldContainer[float]
+    model_version: int
+    temperature: float
+    top_p: float
+    retokenize: bool
+    consent: Consent
+    created_unix_s: float
+    redactions: _containers.ScalarMap[str, int]
+    def __init__(self, tenant: _Optional[str] = ..., episode_id: _Optional[str] = ..., turn_id: _Optional[str] = ..., completion_id: _Optional[str] = ..., prompt: _Optional[_Iterable[_Union[IngestMessage, _Mapping]]] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[float]] = ..., model_version: _Optional[int] = ..., temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., retokenize: _Optional[bool] = ..., consent: _Optional[_Union[Consent, _Mapping]] = ..., created_unix_s: _Optional[float] = ..., redactions: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
 class EraseUserRequest(_message.Message):
     __slots__ = ("tenant", "user_ref")
     TENANT_FIELD_NUMBER: _ClassVar[int]

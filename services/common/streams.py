@@ -28,6 +28,7 @@ class Subjects:
     INGEST_EPISODE = "rla.ingest.episode"      # IngestEpisode (redacted), one subject per tenant: .<tenant>
     INGEST_FEEDBACK = "rla.ingest.feedback"    # Feedback (redacted), .<tenant>
     INGEST_SETTLED = "rla.ingest.settled"      # SettledEpisode (redacted), .<tenant>
+    INGEST_COMPLETION = "rla.ingest.completion"  # CapturedCompletion (redacted), .<tenant>
 
 
 DLQ_PREFIX = "rla.dlq"

@@ -6,7 +6,8 @@ with the assistant role, one content delta per generated token, ``finish_reason`
 content chunk, with ``stream_options.include_usage`` a final chunk with the usage (empty
 ``choices``), then ``data: [DONE]``. The chunks are sent once the completion is generated (the
 backends generate a whole batch at once), so the concatenated deltas are exactly the
-non-streamed text. A client that hangs up before its answer is ready cancels the generation.
+non-streamed text. Requests with capture headers are captured for the live loop
+(`services.policy.capture`; the ``X-RLA-Capture`` response header says what happened). A client that hangs up before its answer is ready cancels the generation.
 ``top_logprobs`` is refused with a 400 naming it: no backend here returns
 alternatives, and an empty list would be a silent lie. Errors carry ``param`` when one field is
 at fault.
@@ -19,7 +20,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Literal, TypeVar
 
 
@@ -29,6 +30,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.models.generation import GenerationCancelled, Generator, Sampling, generate_async
+from services.policy.capture import CAPTURES, CaptureHeaderError, Capturer, capture_ticket
 
 __all__ = ["build_app"]
 
@@ -76,8 +78,15 @@ def _error(message: str, param: str | None = None, status: int = 400) -> JSONRes
                                                                "param": param, "code": None}})
 
 
-def build_app(generator: Generator, model_name: str) -> FastAPI:
-    """The FastAPI app: ``POST /v1/chat/completions``, ``GET /v1/models``."""
+def build_app(generator: Generator, model_name: str, capturer: Capturer | None = None,
+              tenant_keys: Mapping[str, str] | None = None) -> FastAPI:
+    """The FastAPI app: ``POST /v1/chat/completions``, ``GET /v1/models``.
+
+    Args:
+        capturer: where captured completions go (None = capture off; see `services.policy.capture`).
+        tenant_keys: tenant key → tenant name, for capture.
+    """
+    keys = dict(tenant_keys or {})
     app = FastAPI(title="RLAnything policy (OpenAI-compatible)")
 
     @app.exception_handler(RequestValidationError)
@@ -93,6 +102,12 @@ def build_app(generator: Generator, model_name: str) -> FastAPI:
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(req: ChatRequest, request: Request) -> dict | JSONResponse | StreamingResponse:
+        try:
+            ticket, capture_state = capture_ticket(request.headers, capturer is not None, keys)
+        except CaptureHeaderError as exc:
+            return _error(str(exc), exc.param)
+        if capture_state.startswith("rejected:"):
+            CAPTURES.labels(capture_state.replace(":", "_")).inc()
         if req.top_logprobs:
             return _error("top_logprobs is not supported by this backend (it returns the chosen token's log-prob "
                           "only); leave it out or set it to 0", "top_logprobs")
@@ -104,10 +119,14 @@ def build_app(generator: Generator, model_name: str) -> FastAPI:
         if done is None:  # the client hung up: the generation was cancelled, nobody reads this
             return _error("client closed the request", None, status=499)
         (c,) = done
+        version = generator.model_version
         tok = getattr(generator, "tokenizer", None)
         pieces = [tok.decode([t]) if tok else str(t) for t in c.token_ids]
         head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model or model_name,
-                "system_fingerprint": f"v{generator.model_version}"}
+                "system_fingerprint": f"v{version}"}
+        if ticket is not None and capturer is not None:
+            capture_state = capturer.offer(ticket, chat_, c, str(head["id"]), version, sampling)
+        headers = {"X-RLA-Capture": capture_state}
         usage = {"prompt_tokens": len(c.prompt_token_ids), "completion_tokens": len(c.token_ids),
                  "total_tokens": len(c.prompt_token_ids) + len(c.token_ids)}
         logprobs = [{"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
@@ -115,12 +134,12 @@ def build_app(generator: Generator, model_name: str) -> FastAPI:
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             return StreamingResponse(_events(head, c.text, pieces, c.finish_reason, logprobs, usage, include_usage),
-                                     media_type="text/event-stream")
+                                     media_type="text/event-stream", headers=headers)
         choice: dict = {"index": 0, "finish_reason": c.finish_reason,
                         "message": {"role": "assistant", "content": c.text}}
         if logprobs is not None:
             choice["logprobs"] = {"content": logprobs}
-        return {**head, "object": "chat.completion", "choices": [choice], "usage": usage}
+        return JSONResponse({**head, "object": "chat.completion", "choices": [choice], "usage": usage}, headers=headers)
 
     return app
 

@@ -26,6 +26,8 @@ from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
 from services.common.http_server import embedded_server
+from services.common.redaction import RegexRedactor
+from services.policy.capture import Capturer
 from services.policy.openai_api import build_app
 from services.policy.rollout import run_group
 
@@ -61,7 +63,13 @@ class PolicyService(Service):
             await self.follower.load_latest()
             self.background.append(asyncio.create_task(self.follower.run(), name="version-watch"))
             port = self.cfg.openai_port or free_port()
-            http = embedded_server(build_app(self.generator, self.source), self.cfg.server.host, port)
+            capturer, keys = None, {}
+            if self.cfg.capture.enabled:  # tenants and redaction rules are the run's `ingest:` ones
+                live = self.config.ingest
+                capturer = Capturer(RegexRedactor(live.redaction.patterns, live.redaction.deny), self.cfg.capture.queue_size)
+                keys = {t.resolved_key(): name for name, t in live.tenants.items() if t.resolved_key()}
+                self.background.append(asyncio.create_task(capturer.run(bus), name="capture"))
+            http = embedded_server(build_app(self.generator, self.source, capturer, keys), self.cfg.server.host, port)
             self.http = http
             self.background.append(asyncio.create_task(http.serve(), name="openai-http"))
             self.log.info("openai endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1"})

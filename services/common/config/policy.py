@@ -9,7 +9,7 @@ from pydantic import Field
 from services.common.config.base import ServiceConfig, StrictModel
 from services.common.config.models import ModelConfig, PPOConfig, SFTConfig
 
-__all__ = ["RolloutConfig", "PolicyServiceConfig"]
+__all__ = ["RolloutConfig", "CaptureConfig", "PolicyServiceConfig"]
 
 
 class RolloutConfig(StrictModel):
@@ -20,6 +20,17 @@ class RolloutConfig(StrictModel):
     invalid_action: Literal["noop", "end_episode"] = Field(
         "noop", description="Unparseable answer: 'noop' keeps the state and counts the step; 'end_episode' loses.")
     version_wait_s: float = Field(120.0, gt=0, description="Seconds a job waits for its min_policy_version.")
+
+
+class CaptureConfig(StrictModel):
+    """Capture of live completions on the OpenAI endpoint (requests with an ``X-RLA-Episode`` header).
+
+    Tenant keys are the run's ``ingest.tenants`` (one list of products for the whole run).
+    """
+
+    enabled: bool = Field(False, description="Capture completions of requests that ask for it.")
+    queue_size: int = Field(256, ge=1, description="Captures waiting to be redacted and published; "
+                                                   "beyond it a capture is dropped (counted), never the answer.")
 
 
 class PolicyServiceConfig(ServiceConfig):
@@ -33,3 +44,4 @@ class PolicyServiceConfig(ServiceConfig):
     checkpoint_dir: str = Field("runs/checkpoints", description="Shared checkpoint store (a volume in k8s).")
     openai_port: int = Field(8000, ge=0, le=65535, description="OpenAI-compatible HTTP port (0 = free port).")
     max_batch: int = Field(64, ge=1, description="Chats per generate call.")
+    capture: CaptureConfig = Field(default_factory=CaptureConfig)
