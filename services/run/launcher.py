@@ -101,7 +101,9 @@ class Launcher:
         if "checkpoint_dir" in data["reward"]:
             data["reward"]["checkpoint_dir"] = str(self.run_dir / "checkpoints")
         data["policy"]["openai_port"] = data["policy"]["openai_port"] or free_port()
+        data["ingest"]["http_port"] = data["ingest"]["http_port"] or free_port()
         resolved = RunConfig.model_validate(data)
+        self.resolved = resolved
         config_path = self.run_dir / "config.yaml"
         config_path.write_text(dump_config(resolved))
         for name in self.config.launcher.services:
@@ -144,6 +146,16 @@ class Launcher:
             raise ServiceFailedError(f"service {svc.name} exited with code {code}; log {svc.log_path}:\n"
                                      + "\n".join(f"  {line}" for line in tail))
 
+    def endpoints(self) -> dict[str, str]:
+        """HTTP endpoints for products: the policy's OpenAI API and the ingest API (when started)."""
+        names = {s.name for s in self.services}
+        out = {}
+        if "policy" in names:
+            out["openai"] = f"http://127.0.0.1:{self.resolved.policy.openai_port}/v1"
+        if "ingest" in names:
+            out["ingest"] = f"http://127.0.0.1:{self.resolved.ingest.http_port}/v1/ingest"
+        return out
+
     def _write_manifest(self) -> None:
         assert self.nats is not None
         manifest = {
@@ -152,6 +164,7 @@ class Launcher:
             "launcher_pid": os.getpid(),
             "services": {s.name: {"address": s.address, "metrics_port": s.metrics_port,
                                   "pid": s.proc.pid, "log": str(s.log_path)} for s in self.services},
+            "endpoints": self.endpoints(),
         }
         (self.run_dir / "services.json").write_text(json.dumps(manifest, indent=2))
         table = Table(title=f"RLAnything up — {self.run_dir}")
@@ -163,6 +176,8 @@ class Launcher:
             table.add_row(s.name, s.address, f"http://127.0.0.1:{s.metrics_port}/metrics", str(s.proc.pid),
                           str(s.log_path))
         self.console.print(table)
+        for name, url in self.endpoints().items():
+            self.console.print(f"{name}: {url}")
         self.console.print("[green]all services SERVING[/green] — Ctrl-C stops everything")
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:

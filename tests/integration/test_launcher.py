@@ -19,7 +19,7 @@ from services.common.nats_server import NatsServer, free_port
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RLANYTHING = str(Path(sys.executable).parent / "rlanything")
-SERVICES = ("env", "policy", "reward", "critic")
+SERVICES = ("env", "policy", "reward", "critic", "ingest")
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 60.0) -> dict:
@@ -58,7 +58,10 @@ def test_up_serves_every_service_then_stops_cleanly_on_sigint(launched) -> None:
         assert check_health_sync(svc["address"]) == "SERVING", name
         body = urllib.request.urlopen(f"http://127.0.0.1:{svc['metrics_port']}/metrics", timeout=5).read().decode()
         assert f'rla_service_up{{service="{name}"}} 1.0' in body
-    assert (run_dir / "config.yaml").read_text().count("grpc_port") == 4
+    assert (run_dir / "config.yaml").read_text().count("grpc_port") == len(SERVICES)
+    endpoints = manifest["endpoints"]
+    assert urllib.request.urlopen(f"{endpoints['openai']}/models", timeout=5).status == 200
+    assert urllib.request.urlopen(endpoints["ingest"].removesuffix("/v1/ingest") + "/healthz", timeout=5).status == 200
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 0
     for name in SERVICES:  # each service shut down gracefully, not killed

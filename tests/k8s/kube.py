@@ -48,6 +48,7 @@ ROLES: dict[str, tuple[str, str | None]] = {
     "reward-judge": ("reward", "reward.role=judge"),
     "reward-trainer": ("reward", "reward.role=trainer"),
     "critic": ("critic", None),
+    "ingest": ("ingest", None),
 }
 """Deployment name -> (service module under services/, the `--set` that selects its role)."""
 
@@ -147,8 +148,18 @@ def container_env(manifests: Manifests, workload: dict[str, Any], container: dic
     """The container's environment as the kubelet builds it (Secret/ConfigMap refs resolved).
 
     ``fieldRef: metadata.name`` becomes ``<workload name>-0``, the name of a StatefulSet's pod.
+    ``envFrom`` (whole Secrets or ConfigMaps) comes first and ``env`` overrides it, as in the kubelet.
     """
     env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        prefix = source.get("prefix", "")
+        if "secretRef" in source:
+            data = manifests.secret_data(source["secretRef"]["name"])
+        elif "configMapRef" in source:
+            data = manifests.configmap_data(source["configMapRef"]["name"])
+        else:
+            raise AssertionError(f"unsupported envFrom source {source}")
+        env.update({f"{prefix}{k}": v for k, v in data.items()})
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = expand_vars(item["value"], env)

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from services.common.config import SERVICE_NAMES
 from services.common.grpc_runtime import check_health_sync
 from services.common.nats_server import die_with_parent, find_nats_server, free_port
 from tests.k8s.kube import (
@@ -160,7 +161,7 @@ class LocalPod:
             return self._remap(node) if isinstance(node, str) else node
 
         data = walk(yaml.safe_load(path.read_text()))
-        if module not in ("env", "policy", "reward", "critic"):  # a one-shot job: no ports, CPU only
+        if module not in SERVICE_NAMES:  # a one-shot job: no ports, CPU only
             for name in ("policy", "reward"):
                 model = data.get(name, {}).get("model") or {}
                 if model.get("device", "").startswith("cuda") and not _cuda_available():
@@ -352,8 +353,19 @@ def test_services_start_as_the_manifests_start_them_and_report_serving(cluster) 
         _wait_ready(pods, START_TIMEOUT_S)
         for pod in pods:
             assert b"# TYPE" in _http_get(f"http://127.0.0.1:{pod.local_ports['metrics']}/metrics"), f"{pod.name}: /metrics"
-            if "http" in pod.local_ports:  # the policy's OpenAI-compatible endpoint (started in the background)
+            if "http" in pod.local_ports and pod.name == "policy-rollout":  # the OpenAI-compatible endpoint
                 assert b'"data"' in _http_get(f"http://127.0.0.1:{pod.local_ports['http']}/v1/models"), pod.name
+            if pod.name == "ingest":  # the ingest API knows the tenant whose key the Secret holds
+                base = f"http://127.0.0.1:{pod.local_ports['http']}"
+                assert b"ok" in _http_get(f"{base}/healthz")
+                (key,) = [v for s in manifests.of_kind("Secret") for k, v in s.get("data", {}).items()
+                          if k == "INGEST_KEY_EXAMPLE"]
+                import base64
+                request = urllib.request.Request(f"{base}/v1/ingest/episodes/none", headers={
+                    "Authorization": f"Bearer {base64.b64decode(key).decode()}"})
+                with pytest.raises(urllib.error.HTTPError) as err:
+                    urllib.request.urlopen(request, timeout=5)
+                assert err.value.code == 404  # authenticated as tenant "example"; no such episode
             for kind in ("livenessProbe", "startupProbe"):
                 probe = pod.container[kind]["grpc"]
                 status = check_health_sync(f"127.0.0.1:{pod.local_ports['grpc']}", probe.get("service", ""))

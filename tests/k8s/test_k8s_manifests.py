@@ -159,10 +159,11 @@ def test_ports_probes_and_nats_url_agree_with_the_run_config(overlay: str) -> No
         ports = named_ports(container)
         assert ports["grpc"] == server.grpc_port, f"{where}: containerPort grpc {ports['grpc']} != {module}.server.grpc_port {server.grpc_port}"
         assert ports["metrics"] == server.metrics_port, f"{where}: containerPort metrics != {module}.server.metrics_port"
-        # Only the rollout role serves the OpenAI-compatible endpoint (policy.openai_port).
-        assert set(ports) <= {"grpc", "metrics", "http"} and ("http" in ports) == (name == "policy-rollout")
+        # HTTP for products: the rollout role's OpenAI endpoint (policy.openai_port), the ingest API.
+        assert set(ports) <= {"grpc", "metrics", "http"} and ("http" in ports) == (name in ("policy-rollout", "ingest"))
         if "http" in ports:
-            assert ports["http"] == config.policy.openai_port, f"{where}: containerPort http != policy.openai_port"
+            http_port = config.policy.openai_port if module == "policy" else config.ingest.http_port
+            assert ports["http"] == http_port, f"{where}: containerPort http != the run config's HTTP port"
         service_ports = {p["name"]: p["port"] for p in manifests.get("Service", name)["spec"]["ports"]}
         assert service_ports["grpc"] == server.grpc_port and service_ports["metrics"] == server.metrics_port
         for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -371,7 +372,7 @@ def test_images_are_set_in_one_place(overlay: str) -> None:
     flavour = {name: "cpu" if "rlanything-cpu" in image else "gpu" if "rlanything-gpu" in image else "other"
                for name, image in images.items()}
     expected_model = "cpu" if overlay == "cpu" else "gpu"
-    assert flavour == {"nats": "other", "env": "cpu", "critic": "cpu",
+    assert flavour == {"nats": "other", "env": "cpu", "critic": "cpu", "ingest": "cpu",
                        **{name: expected_model for name in GPU_ROLES}}, flavour
     tags = {image.rpartition(":")[2] for name, image in images.items() if name != "nats"}
     assert len(tags) == 1, f"one release tag for every service image, got {tags}"

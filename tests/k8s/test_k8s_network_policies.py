@@ -40,6 +40,8 @@ def _expected_ingress(src: str, dst: str, port: int) -> bool:
         return port == 4222  # every pod labelled part-of=rlanything (NATS itself included)
     if dst == "policy-rollout":
         return port == 8000  # products anywhere in the namespace
+    if dst == "ingest":
+        return port == 8080  # products post conversations and feedback
     return _expected_in_namespace(src, dst, port)
 
 
@@ -117,6 +119,13 @@ def test_products_reach_the_policy_openai_endpoint(overlay: str) -> None:
     in_namespace = Peer.make(NAMESPACE, {"app": "product"})
     assert ingress_allowed(policies, in_namespace, rollout, 8000)
     assert not ingress_allowed(policies, in_namespace, rollout, 50051)
+    # ... and the ingest API, over HTTP only; no other service of the system.
+    ingest = workload_peer(manifests.deployment("ingest"))
+    assert flow_allowed(policies, product_ns, ingest, 8080)
+    assert not flow_allowed(policies, product_ns, ingest, 50051) and not flow_allowed(policies, unlabelled_ns, ingest, 8080)
+    for name in set(ROLES) - {"policy-rollout", "ingest"}:
+        pod = workload_peer(manifests.deployment(name))
+        assert not any(flow_allowed(policies, product_ns, pod, port) for _, port in pod.ports), name
 
 
 def test_keda_reads_nats_monitoring_only_in_the_autoscale_overlay() -> None:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["StrictModel", "NatsConfig", "ConsumerConfig", "LimitsConfig", "MAX_MESSAGE_BYTES", "ServerConfig", "ServiceConfig", "LoopConfig", "SERVICE_NAMES"]
 
-SERVICE_NAMES: tuple[str, ...] = ("env", "policy", "reward", "critic")
+SERVICE_NAMES: tuple[str, ...] = ("env", "policy", "reward", "critic", "ingest")
 
 
 class StrictModel(BaseModel):

@@ -14,9 +14,10 @@ __all__ = ["LauncherConfig"]
 class LauncherConfig(StrictModel):
     """How `rlanything up` runs the services locally."""
 
-    services: list[Literal["env", "policy", "reward", "critic"]] = Field(
-        default_factory=lambda: ["env", "policy", "reward", "critic"],  # type: ignore[arg-type]  # a list of the Literal names
-        description="Services to start."
+    services: list[Literal["env", "policy", "reward", "critic", "ingest"]] = Field(
+        default_factory=lambda: ["env", "policy", "reward", "critic", "ingest"],  # type: ignore[arg-type]  # a list of the Literal names
+        description="Services to start (ingest is the live-usage front door; it answers 401 until "
+                    "ingest.tenants lists a product)."
     )
     health_timeout_s: float = Field(60.0, gt=0, description="Seconds to wait for every service to be SERVING.")
     stop_timeout_s: float = Field(10.0, gt=0, description="Seconds to wait after SIGTERM before SIGKILL.")
