@@ -85,7 +85,7 @@ class RolloutJob(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., min_policy_version: _Optional[int] = ..., max_steps: _Optional[int] = ..., seeds: _Optional[_Iterable[int]] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class TrajectoryStep(_message.Message):
-    __slots__ = ("index", "prompt", "response", "prompt_token_ids", "response_token_ids", "behaviour_logprobs", "action", "action_index", "valid", "observation", "next_observation", "oracle_label", "env_reward", "response_truncated")
+    __slots__ = ("index", "prompt", "response", "prompt_token_ids", "response_token_ids", "behaviour_logprobs", "action", "action_index", "valid", "observation", "next_observation", "oracle_label", "env_reward", "response_truncated", "turn_id", "served_by_policy", "served_version")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,9 @@ class TrajectoryStep(_message.Message):
     ORACLE_LABEL_FIELD_NUMBER: _ClassVar[int]
     ENV_REWARD_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVED_BY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    SERVED_VERSION_FIELD_NUMBER: _ClassVar[int]
     index: int
     prompt: str
     response: str
@@ -114,10 +117,13 @@ class TrajectoryStep(_message.Message):
     oracle_label: StepLabel
     env_reward: float
     response_truncated: bool
-    def __init__(self, index: _Optional[int] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., action: _Optional[str] = ..., action_index: _Optional[int] = ..., valid: _Optional[bool] = ..., observation: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[StepLabel, str]] = ..., env_reward: _Optional[float] = ..., response_truncated: _Optional[bool] = ...) -> None: ...
+    turn_id: str
+    served_by_policy: bool
+    served_version: int
+    def __init__(self, index: _Optional[int] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., action: _Optional[str] = ..., action_index: _Optional[int] = ..., valid: _Optional[bool] = ..., observation: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[StepLabel, str]] = ..., env_reward: _Optional[float] = ..., response_truncated: _Optional[bool] = ..., turn_id: _Optional[str] = ..., served_by_policy: _Optional[bool] = ..., served_version: _Optional[int] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round")
+    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round", "tenant", "episode_id", "outcome_source", "task_type")
     TRAJECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +141,10 @@ class Trajectory(_message.Message):
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
     trajectory_id: str
     job_id: str
     round: int
@@ -152,7 +162,11 @@ class Trajectory(_message.Message):
     split: str
     source: str
     jobs_in_round: int
-    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
+    tenant: str
+    episode_id: str
+    outcome_source: str
+    task_type: str
+    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ..., jobs_in_round: _Optional[int] = ..., tenant: _Optional[str] = ..., episode_id: _Optional[str] = ..., outcome_source: _Optional[str] = ..., task_type: _Optional[str] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("value", "response", "response_token_ids", "behaviour_logprobs")

@@ -228,7 +228,7 @@ class SettledEpisode(_message.Message):
     def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., late_feedback: _Optional[int] = ...) -> None: ...
 
 class EpisodeRecord(_message.Message):
-    __slots__ = ("episode", "state", "settle_deadline_unix_s", "feedback", "feedback_ids", "late_feedback", "user_hash", "stream_seqs", "expires_unix_s")
+    __slots__ = ("episode", "state", "settle_deadline_unix_s", "feedback", "feedback_ids", "late_feedback", "user_hash", "stream_seqs", "expires_unix_s", "traj_seqs")
     EPISODE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SETTLE_DEADLINE_UNIX_S_FIELD_NUMBER: _ClassVar[int]
@@ -238,6 +238,7 @@ class EpisodeRecord(_message.Message):
     USER_HASH_FIELD_NUMBER: _ClassVar[int]
     STREAM_SEQS_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    TRAJ_SEQS_FIELD_NUMBER: _ClassVar[int]
     episode: IngestEpisode
     state: EpisodeStatus.State
     settle_deadline_unix_s: float
@@ -247,7 +248,8 @@ class EpisodeRecord(_message.Message):
     user_hash: str
     stream_seqs: _containers.RepeatedScalarFieldContainer[int]
     expires_unix_s: float
-    def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., state: _Optional[_Union[EpisodeStatus.State, str]] = ..., settle_deadline_unix_s: _Optional[float] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., feedback_ids: _Optional[_Iterable[str]] = ..., late_feedback: _Optional[int] = ..., user_hash: _Optional[str] = ..., stream_seqs: _Optional[_Iterable[int]] = ..., expires_unix_s: _Optional[float] = ...) -> None: ...
+    traj_seqs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., state: _Optional[_Union[EpisodeStatus.State, str]] = ..., settle_deadline_unix_s: _Optional[float] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., feedback_ids: _Optional[_Iterable[str]] = ..., late_feedback: _Optional[int] = ..., user_hash: _Optional[str] = ..., stream_seqs: _Optional[_Iterable[int]] = ..., expires_unix_s: _Optional[float] = ..., traj_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CapturedCompletion(_message.Message):
     __slots__ = ("tenant", "episode_id", "turn_id", "completion_id", "prompt", "response", "prompt_token_ids", "response_token_ids", "logprobs", "model_version", "temperature", "top_p", "retokenize", "consent", "created_unix_s", "redactions")

@@ -28,7 +28,8 @@ class Subjects:
     INGEST_EPISODE = "rla.ingest.episode"      # IngestEpisode (redacted), one subject per tenant: .<tenant>
     INGEST_FEEDBACK = "rla.ingest.feedback"    # Feedback (redacted), .<tenant>
     INGEST_SETTLED = "rla.ingest.settled"      # SettledEpisode (redacted), .<tenant>
-    INGEST_COMPLETION = "rla.ingest.completion"  # CapturedCompletion (redacted), .<tenant>
+    INGEST_COMPLETION = "rla.ingest.completion"  # CapturedCompletion (redacted), .<tenant>.<escaped episode id>
+    TRAJ_LIVE = "rla.traj.live.completed"      # Trajectory of a settled live episode (source "ingest"), .<tenant>
 
 
 DLQ_PREFIX = "rla.dlq"

@@ -7,7 +7,9 @@ compare-and-set, so a retry after a crash at any point stores each thing once. N
 stored, published or logged: texts are redacted before the first write, user ids are HMACs.
 
 Subjects: ``rla.ingest.episode.<tenant>`` (IngestEpisode), ``rla.ingest.feedback.<tenant>``
-(Feedback), ``rla.ingest.settled.<tenant>`` (SettledEpisode: the hand-off to the loop).
+(Feedback), ``rla.ingest.settled.<tenant>`` (SettledEpisode), and at settling the episode's
+`Trajectory` on ``rla.traj.live.completed.<tenant>`` (`trajectories.to_trajectory`: one step per
+assistant turn, captured completions from ``rla.ingest.completion.<tenant>.<episode>`` joined in).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from nats.js.errors import KeyWrongLastSequenceError, NotFoundError as JsNotFoundError
-from rlanything.v1.ingest_pb2 import (EpisodeRecord, EpisodeStatus, EraseUserResponse, Feedback, IngestAck,
-                                      IngestEpisode, SettledEpisode)
+from rlanything.v1.ingest_pb2 import (CapturedCompletion, EpisodeRecord, EpisodeStatus, EraseUserResponse,
+                                      Feedback, IngestAck, IngestEpisode, SettledEpisode)
 
-from services.common.bus import EventBus
+from services.common.bus import Delivery, EventBus
+from services.common.errors import InvalidEventError
 from services.common.config import IngestServiceConfig
 from services.common.kv import ProtoBucket, escape_id, live_entries, open_bucket
 from services.common.redaction import RedactionError, RegexRedactor
@@ -30,8 +33,9 @@ from services.common.streams import Subjects
 from services.ingest.episodes import (IngestError, advance, decide_upsert, new_record, place_feedback,
                                       redact_episode, redact_feedback, status_of, user_hash, validate_episode,
                                       validate_feedback)
-from services.ingest.telemetry import (ERASED, FEEDBACK_DELAY, OPEN_EPISODES, REDACTIONS, REFUSED, REQUESTS,
-                                       SETTLED)
+from services.ingest.telemetry import (CAPTURES, ERASED, FEEDBACK_DELAY, LIVE_TURNS, OPEN_EPISODES, REDACTIONS,
+                                       REFUSED, REQUESTS, SETTLED)
+from services.ingest.trajectories import to_trajectory
 
 __all__ = ["IngestCore"]
 
@@ -49,11 +53,12 @@ class IngestCore:
     """Everything the ingest API does, over one NATS connection (see the module docstring)."""
 
     def __init__(self, cfg: IngestServiceConfig, bus: EventBus, episodes: ProtoBucket, orphans: ProtoBucket | None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 captures: ProtoBucket | None = None, clock: Callable[[], float] = time.time) -> None:
         self.cfg = cfg
         self.bus = bus
         self.episodes = episodes
         self.orphans = orphans
+        self.captures = captures
         self.clock = clock
         self.redactor = RegexRedactor(cfg.redaction.patterns, cfg.redaction.deny)
         self._keys = {t.resolved_key(): name for name, t in cfg.tenants.items() if t.resolved_key()}
@@ -67,7 +72,41 @@ class IngestCore:
         if cfg.orphan_feedback_wait_s > 0:
             kv = await open_bucket(bus.js, cfg.feedback_bucket, ttl_s=cfg.orphan_feedback_wait_s)
             orphans = ProtoBucket(kv, Feedback)
-        return cls(cfg, bus, episodes, orphans)
+        wait_s = cfg.idle_close_s + cfg.settle_window_s + cfg.orphan_feedback_wait_s
+        captures = ProtoBucket(await open_bucket(bus.js, cfg.captures_bucket, ttl_s=wait_s), CapturedCompletion)
+        return cls(cfg, bus, episodes, orphans, captures)
+
+    # ---- captures -----------------------------------------------------------------------------
+
+    def _capture_prefix(self, tenant: str, episode_id: str) -> str:
+        return f"{self._key(tenant, episode_id)}."
+
+    async def on_capture(self, capture: CapturedCompletion, delivery: Delivery) -> None:
+        """Keep a captured completion (already redacted by the policy) until its episode settles.
+
+        Raises:
+            InvalidEventError: an unknown tenant, or no episode or completion id (dead-lettered).
+        """
+        if capture.tenant not in self.cfg.tenants or not capture.episode_id or not capture.completion_id:
+            raise InvalidEventError(f"capture of tenant {capture.tenant!r}, episode {capture.episode_id!r}, completion "
+                                    f"{capture.completion_id!r}: needs a configured tenant and both ids")
+        if self.captures is not None:
+            key = self._capture_prefix(capture.tenant, capture.episode_id) + escape_id(capture.completion_id)
+            await self.captures.put(key, capture)
+            CAPTURES.labels("stored").inc()
+
+    async def _captures_of(self, tenant: str, episode_id: str) -> dict[str, CapturedCompletion]:
+        if self.captures is None:
+            return {}
+        prefix = self._capture_prefix(tenant, episode_id)
+        found = [CapturedCompletion.FromString(e.value) for e in await live_entries(self.captures.kv)
+                 if e.key.startswith(prefix)]
+        return {c.completion_id: c for c in found}
+
+    async def _drop_captures(self, tenant: str, episode_id: str, completion_ids: list[str]) -> None:
+        if self.captures is not None:
+            for cid in completion_ids:
+                await self.captures.kv.purge(self._capture_prefix(tenant, episode_id) + escape_id(cid))
 
     # ---- auth ---------------------------------------------------------------------------------
 
@@ -245,13 +284,23 @@ class IngestCore:
         return status_of(record)
 
     async def _erase(self, key: str, record: EpisodeRecord) -> int:
+        """Delete one episode everywhere it is held; returns the stream messages deleted."""
         deleted = 0
-        for seq in record.stream_seqs:
-            try:
-                if await self.bus.js.delete_msg("INGEST", seq):
-                    deleted += 1
-            except JsNotFoundError:
-                pass  # already gone (the stream's own max_age, or an earlier erasure)
+        for stream, seqs in (("INGEST", record.stream_seqs), ("TRAJ", record.traj_seqs)):
+            for seq in seqs:
+                try:
+                    if await self.bus.js.delete_msg(stream, seq):
+                        deleted += 1
+                except JsNotFoundError:
+                    pass  # already gone (the stream's own max_age, or an earlier erasure)
+        tenant, episode_id = record.episode.tenant, record.episode.episode_id
+        subject = f"{Subjects.INGEST_COMPLETION}.{tenant}.{escape_id(episode_id)}"
+        info = await self.bus.js.stream_info("INGEST", subjects_filter=subject)
+        captured = sum((info.state.subjects or {}).values())
+        if captured:
+            await self.bus.js.purge_stream("INGEST", subject=subject)
+            deleted += captured
+        await self._drop_captures(tenant, episode_id, list(await self._captures_of(tenant, episode_id)))
         await self.episodes.kv.purge(key)
         return deleted
 
@@ -310,6 +359,7 @@ class IngestCore:
             new.CopyFrom(record)
             new.state = state  # type: ignore[assignment]  # protobuf enum fields take their int values
             tenant = record.episode.tenant
+            captures: dict[str, CapturedCompletion] = {}
             if state == State.STATE_CLOSED:
                 new.settle_deadline_unix_s = now + self.cfg.settle_window_s
             else:
@@ -318,14 +368,26 @@ class IngestCore:
                 ack = await self.bus.publish(f"{Subjects.INGEST_SETTLED}.{tenant}", settled,
                                              msg_id=f"{tenant}/{escape_id(record.episode.episode_id)}/settled")
                 new.stream_seqs.append(ack.seq)
+                captures = await self._captures_of(tenant, record.episode.episode_id)
+                live = to_trajectory(settled, captures)
+                traj_ack = await self.bus.publish(f"{Subjects.TRAJ_LIVE}.{tenant}", live.trajectory,
+                                                  msg_id=live.trajectory.trajectory_id)
+                new.traj_seqs.append(traj_ack.seq)
             try:
                 await self.episodes.kv.update(key, new.SerializeToString(), last=revision)
             except KeyWrongLastSequenceError:
                 continue
             if state == State.STATE_SETTLED:
                 SETTLED.labels(tenant).inc()
+                served = live.served_turns
+                LIVE_TURNS.labels("served").inc(served)
+                LIVE_TURNS.labels("foreign").inc(len(live.trajectory.steps) - served)
+                CAPTURES.labels("joined").inc(len(captures) - live.orphan_captures)
+                CAPTURES.labels("orphan").inc(live.orphan_captures)
+                await self._drop_captures(tenant, record.episode.episode_id, list(captures))
                 log.info("episode settled", extra={"tenant": tenant, "episode": record.episode.episode_id,
-                                                   "feedback": len(record.feedback)})
+                                                   "feedback": len(record.feedback), "served_turns": served,
+                                                   "orphan_captures": live.orphan_captures})
             return
 
     async def run_sweeper(self) -> None:

@@ -8,12 +8,14 @@ from collections.abc import Callable
 
 import grpc
 from rlanything.v1 import ingest_pb2_grpc
+from rlanything.v1.ingest_pb2 import CapturedCompletion
 
-from services.common.bus import EventBus
+from services.common.bus import Consumer, EventBus
 from services.common.config import IngestServiceConfig, RunConfig
 from services.common.http_server import embedded_server
 from services.common.nats_server import free_port
 from services.common.runtime import Service
+from services.common.streams import Subjects
 from services.ingest.core import IngestCore
 from services.ingest.grpc_service import SERVICE_NAME, IngestServicer
 from services.ingest.http_api import build_app
@@ -42,6 +44,11 @@ class IngestService(Service):
         self.background.append(asyncio.create_task(self.core.run_sweeper(), name="ingest-sweeper"))
         self.log.info("ingest endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1/ingest",
                                                 "tenants": sorted(self.cfg.tenants)})
+
+    async def consumers(self, bus: EventBus) -> list[Consumer]:
+        assert self.core is not None, "on_start first"
+        return [bus.consumer(stream="INGEST", durable="ingest-captures", subject=f"{Subjects.INGEST_COMPLETION}.>",
+                             message_type=CapturedCompletion, handler=self.core.on_capture)]
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         assert self.core is not None, "on_start first"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-__all__ = ["REQUESTS", "REFUSED", "REDACTIONS", "SETTLED", "FEEDBACK_DELAY", "OPEN_EPISODES", "ERASED"]
+__all__ = ["REQUESTS", "REFUSED", "REDACTIONS", "SETTLED", "FEEDBACK_DELAY", "OPEN_EPISODES", "ERASED", "CAPTURES",
+           "LIVE_TURNS"]
 
 REQUESTS = Counter("rla_ingest_requests_total", "Requests answered, by tenant, kind (episode, feedback) and "
                    "status (accepted, duplicate, superseded, applied, buffered, late).", ["tenant", "kind", "status"])
@@ -17,3 +18,8 @@ FEEDBACK_DELAY = Histogram("rla_ingest_feedback_delay_seconds",
                            buckets=(1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400))
 OPEN_EPISODES = Gauge("rla_ingest_open_episodes", "Episodes not yet settled, by tenant (last sweep).", ["tenant"])
 ERASED = Counter("rla_ingest_erased_total", "Episodes erased, by reason (user, retention).", ["reason"])
+CAPTURES = Counter("rla_ingest_captures_total", "Captured completions, by outcome (stored, joined: a turn of the "
+                   "transcript claims it, orphan: none does, dropped at settling).", ["outcome"])
+LIVE_TURNS = Counter("rla_ingest_live_turns_total", "Assistant turns of published live trajectories, by whether our "
+                     "policy served them (served: token ids and log-probs captured; foreign: another model, or "
+                     "text changed by redaction or by the product).", ["kind"])

@@ -159,7 +159,8 @@ class Capturer:
                 CAPTURES.labels("failed_redaction").inc()
                 continue
             try:
-                await bus.publish(f"{Subjects.INGEST_COMPLETION}.{item.ticket.tenant}", capture,
+                await bus.publish(f"{Subjects.INGEST_COMPLETION}.{item.ticket.tenant}.{escape_id(item.ticket.episode_id)}",
+                                  capture,
                                   msg_id=f"{item.ticket.tenant}/cmpl/{escape_id(item.completion_id)}")
             except Exception as exc:  # noqa: BLE001 - NATS down or refusing: the answer was already sent
                 CAPTURES.labels("failed_publish").inc()

@@ -44,8 +44,9 @@ def test_the_product_example_is_captured_stored_and_redacted(tmp_path: Path) -> 
             return info.state.subjects, data
 
         subjects, data = asyncio.run(stored())
-        assert subjects == {"rla.ingest.completion.demo": 1, "rla.ingest.episode.demo": 1,
-                            "rla.ingest.feedback.demo": 1}
+        kinds = sorted(subject.rsplit(".", 1)[0] if subject.startswith("rla.ingest.completion.") else subject
+                       for subject in subjects)
+        assert kinds == ["rla.ingest.completion.demo", "rla.ingest.episode.demo", "rla.ingest.feedback.demo"]
         assert b"jane@example.org" not in data and b"<EMAIL_1>" in data
     finally:
         up.send_signal(signal.SIGINT)

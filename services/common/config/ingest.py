@@ -62,6 +62,8 @@ class IngestServiceConfig(ServiceConfig):
                                  description="JetStream KV bucket of episode records.")
     feedback_bucket: str = Field("ingest_orphans", pattern=r"^[A-Za-z0-9_-]+$",
                                  description="JetStream KV bucket of feedback waiting for its episode.")
+    captures_bucket: str = Field("ingest_captures", pattern=r"^[A-Za-z0-9_-]+$",
+                                 description="JetStream KV bucket of captured completions waiting for their episode.")
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
     @model_validator(mode="after")

@@ -211,3 +211,46 @@ async def test_grpc_front_door_and_a_sigkill_loses_no_posted_episode(spawn_servi
         assert client2.get(f"/v1/ingest/episodes/k-{i}", headers=HEADERS).json()["state"] == "STATE_OPEN"
     status = stub.GetEpisode(ingest_pb2.GetEpisodeRequest(episode_id="g-1"), metadata=auth, timeout=10)
     assert status.messages == 1
+
+
+async def test_settled_episode_becomes_a_live_trajectory_with_captured_turns_joined(spawn_service, bus) -> None:
+    from rlanything.v1.events_pb2 import STEP_LABEL_GOOD, Trajectory
+
+    _, client = start(spawn_service)
+    for cid, response in (("cmpl-1", "\\boxed{42}"), ("cmpl-retry", "\\boxed{41}")):  # as the policy publishes
+        capture = ingest_pb2.CapturedCompletion(
+            tenant="acme", episode_id="ep-9", completion_id=cid, response=response, prompt_token_ids=[5, 6],
+            response_token_ids=[7, 8, 9], logprobs=[-0.1, -0.2, -0.3], model_version=3,
+            consent=ingest_pb2.Consent(training=True))
+        await bus.publish("rla.ingest.completion.acme.ep-9", capture, msg_id=f"acme/cmpl/{cid}")
+    await bus.publish("rla.ingest.completion.nobody.ep-9", ingest_pb2.CapturedCompletion(tenant="nobody"),
+                      msg_id="bad-capture")
+    deadline = time.monotonic() + 10
+    while len(await live_entries(await bus.js.key_value("ingest_captures"))) < 2:
+        assert time.monotonic() < deadline, "captures not stored"
+        time.sleep(0.05)
+    body = episode("ep-9", ended=True, user="carol")
+    body["messages"][1].update({"completionId": "cmpl-1", "turnId": "t1"})
+    assert client.post("/v1/ingest/episodes", headers=HEADERS, json=body).json()["status"] == "STATUS_ACCEPTED"
+    client.post("/v1/ingest/feedback", headers=HEADERS,
+                json={"feedbackId": "f9", "episodeId": "ep-9", "turnId": "t1", "kind": "KIND_THUMBS", "value": 1})
+    client.post("/v1/ingest/feedback", headers=HEADERS,
+                json={"feedbackId": "o9", "episodeId": "ep-9", "kind": "KIND_OUTCOME", "value": 1})
+    assert wait_state(client, "ep-9", "STATE_SETTLED")["state"] == "STATE_SETTLED"
+
+    sub = await bus.js.subscribe("rla.traj.live.completed.acme", stream="TRAJ", ordered_consumer=True)
+    traj = Trajectory.FromString((await sub.next_msg(timeout=5)).data)
+    await sub.unsubscribe()
+    (step,) = traj.steps
+    assert (traj.trajectory_id, traj.source, traj.outcome, traj.outcome_source) == ("live/acme/ep-9", "ingest", 1, "user")
+    assert step.served_by_policy and list(step.response_token_ids) == [7, 8, 9] and step.served_version == 3
+    assert step.oracle_label == STEP_LABEL_GOOD and step.response == "\\boxed{42}"
+    assert len(await live_entries(await bus.js.key_value("ingest_captures"))) == 0  # joined or orphaned, then dropped
+    dead = await bus.js.stream_info("DLQ")
+    assert dead.state.messages == 1  # the capture of an unknown tenant, with its reason
+
+    erased = client.delete("/v1/ingest/users/carol", headers=HEADERS).json()
+    assert erased["episodes_erased"] == 1
+    assert not (await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")).state.subjects
+    assert not (await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.completion.acme.>")).state.subjects
+    assert (await bus.js.stream_info("INGEST")).state.messages == 1  # only the dead-lettered stranger's capture
