@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StepToJudge(_message.Message):
-    __slots__ = ("step_id", "task_text", "prompt", "response", "next_observation", "oracle_label")
+    __slots__ = ("step_id", "task_text", "prompt", "response", "next_observation", "oracle_label", "rubric")
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TEXT_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_FIELD_NUMBER: _ClassVar[int]
     NEXT_OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     ORACLE_LABEL_FIELD_NUMBER: _ClassVar[int]
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
     step_id: str
     task_text: str
     prompt: str
     response: str
     next_observation: str
     oracle_label: _events_pb2.StepLabel
-    def __init__(self, step_id: _Optional[str] = ..., task_text: _Optional[str] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ...) -> None: ...
+    rubric: str
+    def __init__(self, step_id: _Optional[str] = ..., task_text: _Optional[str] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ..., rubric: _Optional[str] = ...) -> None: ...
 
 class JudgeStepsRequest(_message.Message):
     __slots__ = ("steps", "votes", "temperature")

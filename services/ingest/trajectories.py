@@ -24,8 +24,9 @@ from rlanything.v1.ingest_pb2 import (OUTCOME_SOURCE_PRODUCT, OUTCOME_SOURCE_REF
                                       CapturedCompletion, Feedback, IngestMessage, SettledEpisode)
 
 from services.common.kv import escape_id
+from services.common.text import fence
 
-__all__ = ["LiveTrajectory", "to_trajectory", "fence", "render_context", "live_trajectory_id", "LIVE_FAMILY"]
+__all__ = ["LiveTrajectory", "to_trajectory", "render_context", "live_trajectory_id", "LIVE_FAMILY"]
 
 LIVE_FAMILY = "live"
 _SOURCES = {OUTCOME_SOURCE_USER: "user", OUTCOME_SOURCE_PRODUCT: "product",
@@ -44,11 +45,6 @@ class LiveTrajectory:
 def live_trajectory_id(tenant: str, episode_id: str) -> str:
     """``live/<tenant>/<escaped episode id>``: stable, so a re-publish is de-duplicated."""
     return f"live/{tenant}/{escape_id(episode_id)}"
-
-
-def fence(text: str) -> str:
-    """User or tool text between fence lines, with fence markers inside it removed."""
-    return "<<<\n" + text.replace("<<<", "").replace(">>>", "") + "\n>>>"
 
 
 def render_context(messages: list[IngestMessage]) -> str:

@@ -27,7 +27,7 @@ from rlanything.v1.reward_pb2 import StepToJudge
 from services.common.config import RewardServiceConfig
 from services.common.models.generation import Generator, Sampling
 from services.common.models.factory import build_generator
-from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, judge_chat
+from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, chat_judge_chat, judge_chat
 from services.reward.votes import label_vote, mean_vote, parse_vote
 
 __all__ = ["JudgeSettings", "Judge", "LLMJudge", "OracleJudge", "build_judge", "steps_of"]
@@ -87,7 +87,9 @@ class LLMJudge(Judge):
 
     def judge(self, steps: Sequence[StepToJudge], votes: int, temperature: float) -> list[StepJudgement]:
         s = self.settings
-        chats = [judge_chat(x.task_text, x.prompt, x.response, x.next_observation, s.prompt_chars, s.field_chars)
+        chats = [chat_judge_chat(x.prompt, x.response, x.next_observation, s.prompt_chars, s.field_chars)
+                 if x.rubric == "chat" else
+                 judge_chat(x.task_text, x.prompt, x.response, x.next_observation, s.prompt_chars, s.field_chars)
                  for x in steps]
         flat = [chat for chat in chats for _ in range(votes)]
         sampling = Sampling(temperature=temperature, top_p=1.0, max_new_tokens=s.max_new_tokens)
@@ -136,8 +138,11 @@ def build_judge(cfg: RewardServiceConfig, source: str) -> Judge:
 
 
 def steps_of(trajectory: Trajectory) -> list[StepToJudge]:
-    """The trajectory's steps as judge requests (step ids ``<trajectory_id>/<index>``)."""
+    """The trajectory's steps as judge requests (step ids ``<trajectory_id>/<index>``); a live
+    trajectory (source ``ingest``) is judged with the ``chat`` rubric."""
     t = trajectory
+    rubric = "chat" if t.source == "ingest" else ""
     return [StepToJudge(step_id=f"{t.trajectory_id}/{s.index}", task_text=t.task_text, prompt=s.prompt,
-                        response=s.response, next_observation=s.next_observation, oracle_label=s.oracle_label)
+                        response=s.response, next_observation=s.next_observation, oracle_label=s.oracle_label,
+                        rubric=rubric)
             for s in t.steps]

@@ -93,6 +93,8 @@ class RewardService(Service):
         if self.judge is not None:
             out.append(bus.consumer(stream="TRAJ", durable="reward-judges", subject=Subjects.TRAJ_COMPLETED,
                                     message_type=Trajectory, handler=self.handler.on_trajectory, concurrent=True))
+            out.append(bus.consumer(stream="TRAJ", durable="reward-judges-live", subject=f"{Subjects.TRAJ_LIVE}.>",
+                                    message_type=Trajectory, handler=self.handler.on_trajectory, concurrent=True))
         if self.trains:
             out.append(bus.consumer(stream="SAMPLES", durable="reward-trainer", subject=Subjects.SAMPLES_REWARD,
                                     message_type=RewardSampleBatch, handler=self.trainer.on_batch))

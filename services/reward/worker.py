@@ -1,4 +1,6 @@
-"""Judge workers: completed trajectories in (rla.traj.completed), judged trajectories out.
+"""Judge workers: completed trajectories in (rla.traj.completed), judged trajectories out; live
+trajectories (rla.traj.live.completed.<tenant>, durable ``reward-judges-live``) are judged with the
+chat rubric and go out on rla.traj.live.judged.<tenant>.
 
 Per trajectory (durable consumer ``reward-judges`` on the TRAJ log): skip it when the marks
 bucket says it was judged already → judge every step m times → publish `JudgedTrajectory` on
@@ -43,6 +45,7 @@ from services.common.kv import open_bucket
 from services.common.streams import STREAMS, Subjects
 from services.reward.batcher import JudgeBatcher, Judged
 from services.reward.judges import steps_of
+from services.reward.votes import label_vote
 
 __all__ = ["JudgedMarks", "TrajectoryJudger", "judged_msg_id", "mark_key", "MARK_TTL_S"]
 
@@ -50,6 +53,8 @@ log = logging.getLogger("rlanything.reward")
 TRAJECTORIES = Counter("rla_reward_trajectories_total", "Completed trajectories by outcome (judged, duplicate).",
                        ["outcome"])
 VOTES = Counter("rla_reward_votes_total", "Votes cast by judge workers, by value (good, bad, invalid).", ["value"])
+LIVE_AGREEMENT = Counter("rla_reward_live_agreement_total", "Judged live turns that carry the user's thumbs, by "
+                         "whether the judge's mean vote has the thumbs' sign (yes, no, tie: mean vote 0).", ["agree"])
 MARK_TTL_S = next(s.max_age_s for s in STREAMS if s.name == "TRAJ")
 """Derived: seconds a judged mark is kept, as long as the TRAJ log keeps the trajectory."""
 _KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
@@ -133,7 +138,15 @@ class TrajectoryJudger:
                 VOTES.labels(_VOTE_NAME[v.value]).inc()
         event = JudgedTrajectory(trajectory=t, judgements=judged.judgements,
                                  reward_model_version=judged.model_version, judge_s=judged.seconds)
-        ack = await self.bus.publish(Subjects.TRAJ_JUDGED, event, msg_id=judged_msg_id(t.trajectory_id))
+        live = t.source == "ingest"
+        if live:
+            for step, judgement in zip(t.steps, judged.judgements):
+                label = label_vote(step.oracle_label)
+                if label and judgement.votes:
+                    m = judgement.mean_vote
+                    LIVE_AGREEMENT.labels("tie" if m == 0 else "yes" if (m > 0) == (label > 0) else "no").inc()
+        subject = f"{Subjects.TRAJ_LIVE_JUDGED}.{t.tenant}" if live else Subjects.TRAJ_JUDGED
+        ack = await self.bus.publish(subject, event, msg_id=judged_msg_id(t.trajectory_id))
         await self.marks.mark(t.trajectory_id, judged.model_version)
         TRAJECTORIES.labels("duplicate" if ack.duplicate else "judged").inc()
         log.info("judged", extra={"trajectory_id": t.trajectory_id, "steps": len(t.steps),

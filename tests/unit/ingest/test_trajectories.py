@@ -5,7 +5,8 @@ from __future__ import annotations
 from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, STEP_LABEL_UNSPECIFIED
 from rlanything.v1.ingest_pb2 import (OUTCOME_SOURCE_PRODUCT, CapturedCompletion, Feedback, IngestEpisode,
                                       IngestMessage, Outcome, SettledEpisode)
-from services.ingest.trajectories import fence, live_trajectory_id, to_trajectory
+from services.common.text import fence
+from services.ingest.trajectories import live_trajectory_id, to_trajectory
 
 
 def settled(*feedback: Feedback, outcome: Outcome | None = None) -> SettledEpisode:
