@@ -110,16 +110,21 @@ class LiveEntry:
     written_unix_s: float
 
 
-async def live_entries(kv: KeyValue, values: bool = True) -> list[LiveEntry]:
+async def live_entries(kv: KeyValue, values: bool = True, key_prefix: str = "") -> list[LiveEntry]:
     """Every live key of ``kv`` (latest revision), in stream order; with its value when ``values``.
+
+    ``key_prefix`` (whole tokens ending in ``.``, e.g. ``"acme.ep-1."``) keeps only the keys under
+    it, filtered by the server: the cost is that of the matching keys, not of the bucket.
 
     Not nats-py's ``KeyValue.keys()`` or ``watch()``: their push watcher can signal "done" from
     consumer info before the already-delivered entries reach its callback, and then returns a
     partial list (seen as a trainer that never noticed its round was complete). A pull consumer
     over the last message per key ends on each message's own ``num_pending``, which cannot race.
     """
+    if key_prefix and not key_prefix.endswith("."):
+        raise ValueError(f"key_prefix must end with '.', got {key_prefix!r}")
     js, stream, prefix = kv._js, kv._stream, kv._pre
-    sub = await js.pull_subscribe(f"{prefix}>", durable=None, stream=stream, config=ConsumerConfig(
+    sub = await js.pull_subscribe(f"{prefix}{key_prefix}>", durable=None, stream=stream, config=ConsumerConfig(
         deliver_policy=DeliverPolicy.LAST_PER_SUBJECT, ack_policy=AckPolicy.NONE, headers_only=not values,
         inactive_threshold=60.0))
     entries: list[LiveEntry] = []

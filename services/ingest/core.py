@@ -98,9 +98,8 @@ class IngestCore:
     async def _captures_of(self, tenant: str, episode_id: str) -> dict[str, CapturedCompletion]:
         if self.captures is None:
             return {}
-        prefix = self._capture_prefix(tenant, episode_id)
-        found = [CapturedCompletion.FromString(e.value) for e in await live_entries(self.captures.kv)
-                 if e.key.startswith(prefix)]
+        entries = await live_entries(self.captures.kv, key_prefix=self._capture_prefix(tenant, episode_id))
+        found = [CapturedCompletion.FromString(e.value) for e in entries]
         return {c.completion_id: c for c in found}
 
     async def _drop_captures(self, tenant: str, episode_id: str, completion_ids: list[str]) -> None:
@@ -259,8 +258,8 @@ class IngestCore:
     async def _orphans_of(self, tenant: str, episode_id: str) -> list[Feedback]:
         if self.orphans is None:
             return []
-        prefix = f"{self._key(tenant, episode_id)}."
-        return [Feedback.FromString(e.value) for e in await live_entries(self.orphans.kv) if e.key.startswith(prefix)]
+        entries = await live_entries(self.orphans.kv, key_prefix=f"{self._key(tenant, episode_id)}.")
+        return [Feedback.FromString(e.value) for e in entries]
 
     async def _drop_orphan(self, tenant: str, fb: Feedback) -> None:
         if self.orphans is not None:
@@ -315,9 +314,7 @@ class IngestCore:
             raise IngestError(422, "user_ref must not be empty", "user_ref")
         uhash = user_hash(self._secret(tenant), user_ref)
         episodes = deleted = 0
-        for entry in await live_entries(self.episodes.kv):
-            if not entry.key.startswith(f"{tenant}."):
-                continue
+        for entry in await live_entries(self.episodes.kv, key_prefix=f"{tenant}."):
             record = EpisodeRecord.FromString(entry.value)
             if record.user_hash == uhash:
                 deleted += await self._erase(entry.key, record)

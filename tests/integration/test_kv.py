@@ -94,3 +94,17 @@ async def test_bucket_survives_server_restart(consumer_config: ConsumerConfig) -
         value, _ = await bucket.get("slot-1")
         assert value.version == 4
         await bus.close()
+
+
+async def test_live_entries_under_a_key_prefix_are_filtered_by_the_server(bus) -> None:
+    from services.common.kv import open_bucket
+
+    kv = await open_bucket(bus.js, "prefixed")
+    for key in ("acme.ep-1.a", "acme.ep-1.b", "acme.ep-10.a", "other.ep-1.a"):
+        await kv.put(key, key.encode())
+    await kv.delete("acme.ep-1.b")
+    assert [e.key for e in await live_entries(kv, key_prefix="acme.ep-1.")] == ["acme.ep-1.a"]
+    assert sorted(e.key for e in await live_entries(kv, key_prefix="acme.")) == ["acme.ep-1.a", "acme.ep-10.a"]
+    assert len(await live_entries(kv)) == 3
+    with pytest.raises(ValueError, match="must end with"):
+        await live_entries(kv, key_prefix="acme")
