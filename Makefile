@@ -49,6 +49,7 @@ bench: setup
 	$(PY) scripts/bench_env_step.py bench/env_step_latency.md
 	$(PY) scripts/bench_textworld_gen.py bench/textworld_generation.md
 	$(PY) scripts/bench_phases.py bench/round_phases.md
+	$(PY) scripts/bench_live.py bench/live_usage.md
 
 # The paper's Table 1 at CPU scale: 4 ablation rows x 3 seeds of CONFIG (about an hour; see README).
 bench-table1: setup check-proto
