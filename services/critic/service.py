@@ -22,12 +22,14 @@ from rlanything.v1 import critic_pb2_grpc
 from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, RoundMetrics
 
 from services.common.bus import Consumer, Delivery, EventBus
+from services.common.kv import open_bucket
 from services.common.config import CriticServiceConfig, RunConfig
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.critic.group_eval import evaluate_group
 from services.critic.grpc_service import SERVICE_NAME, CriticServicer
 from services.critic.ledger import Ledger
+from services.critic.live import LiveCritic
 from services.critic.store import GroupStore, OpenGroup, StatsStore
 from services.critic.telemetry import GROUPS_CLOSED, GROUPS_OPEN, SAMPLES_EMITTED, TRAJECTORIES, export_round
 from services.critic.validation import check_judged, check_same_group
@@ -71,6 +73,8 @@ class CriticService(Service):
         self.log.info("critic state loaded", extra={"closed_groups": len(self.ledger.reports),
                                                     "open_groups": len(self.open)})
         self.background.append(asyncio.create_task(self._sweep_timeouts(), name="group-timeouts"))
+        self.live = LiveCritic(await open_bucket(bus.js, self.cfg.live.baselines_bucket), self.cfg)
+        self.live.latest_policy_version = self.latest_policy_version or 0
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         servicer = CriticServicer(self.ledger)
@@ -82,7 +86,13 @@ class CriticService(Service):
                          message_type=JudgedTrajectory, handler=self._on_judged),
             bus.consumer(stream="MODELS", durable="critic-policy-versions", subject=Subjects.MODELS_POLICY,
                          message_type=ModelVersion, handler=self._on_policy_version),
+            bus.consumer(stream="TRAJ", durable="critic-live", subject=f"{Subjects.TRAJ_LIVE_JUDGED}.>",
+                         message_type=JudgedTrajectory, handler=self._on_live),
         ]
+
+    async def _on_live(self, judged: JudgedTrajectory, delivery: Delivery) -> None:
+        """Consumer handler for `rla.traj.live.judged.<tenant>` (`live.LiveCritic`)."""
+        await self.live.on_judged(judged, delivery)
 
     async def _on_judged(self, judged: JudgedTrajectory, delivery: Delivery) -> None:
         """Consumer handler for `rla.traj.judged`: store the rollout; close its group when full."""
@@ -113,6 +123,7 @@ class CriticService(Service):
         if self.latest_policy_version is None or event.version > self.latest_policy_version:
             await self.stats.put_policy_version(event)
             self.latest_policy_version = int(event.version)
+            self.live.latest_policy_version = int(event.version)
 
     async def _close(self, group: OpenGroup, partial: bool) -> None:
         """Publish a group's outputs, store its report, update its round, delete its keys."""

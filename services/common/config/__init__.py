@@ -4,7 +4,7 @@ file, overrides, loading). Each service reads its own section (and the shared `l
 """
 
 from services.common.config.base import StrictModel, NatsConfig, ConsumerConfig, LimitsConfig, MAX_MESSAGE_BYTES, ServerConfig, ServiceConfig, LoopConfig, SERVICE_NAMES
-from services.common.config.critic import CriticServiceConfig
+from services.common.config.critic import CriticServiceConfig, LiveCriticConfig
 from services.common.config.ingest import IngestServiceConfig, RedactionConfig, TenantConfig
 from services.common.config.env import FamilyConfig, SchedulerConfig, AdaptationConfig, EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
@@ -24,6 +24,7 @@ __all__ = [
     "LoopConfig",
     "SERVICE_NAMES",
     "CriticServiceConfig",
+    "LiveCriticConfig",
     "IngestServiceConfig",
     "RedactionConfig",
     "TenantConfig",

@@ -6,9 +6,23 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from services.common.config.base import ServiceConfig
+from services.common.config.base import ServiceConfig, StrictModel
 
-__all__ = ["CriticServiceConfig"]
+__all__ = ["CriticServiceConfig", "LiveCriticConfig"]
+
+
+class LiveCriticConfig(StrictModel):
+    """The critic's live path (judged live trajectories, `services/critic/live_eval.py`)."""
+
+    max_staleness: int = Field(1, ge=0, description="Policy versions a served live turn may lag the latest one.")
+    min_count: int = Field(8, ge=0, description="Rewards a (tenant, task type) baseline needs before advantages.")
+    alpha: float = Field(0.05, gt=0, le=1, description="Weight of a new reward in the exponentially weighted baseline.")
+    sigma_min: float = Field(0.1, gt=0, description="Floor of the baseline's standard deviation.")
+    adv_max: float = Field(3.0, gt=0, description="Live advantages are clipped to ±adv_max.")
+    requires_outcome: bool = Field(
+        True, description="Policy samples only from episodes whose outcome came from outside the judge.")
+    baselines_bucket: str = Field("critic_live", pattern=r"^[A-Za-z0-9_-]+$",
+                                  description="JetStream KV bucket of the live baselines.")
 
 
 class CriticServiceConfig(ServiceConfig):
@@ -31,6 +45,7 @@ class CriticServiceConfig(ServiceConfig):
         -2.0, le=0, description="Consistency reward of an unparseable RM vote (format penalty), before z-scoring.")
     groups_bucket: str = Field(
         "critic_groups", pattern=r"^[A-Za-z0-9_-]+$", description="JetStream KV bucket of the open groups.")
+    live: LiveCriticConfig = Field(default_factory=LiveCriticConfig)
     stats_bucket: str = Field(
         "critic_stats", pattern=r"^[A-Za-z0-9_-]+$",
         description="JetStream KV bucket of closed groups (task reports, round statistics).")

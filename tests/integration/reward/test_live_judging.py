@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 async def test_a_settled_live_episode_is_judged_with_the_chat_rubric(spawn_service, tiny_judge_dir, tmp_path,
                                                                      bus) -> None:
     reward = spawn_service("reward", reward_yaml(tiny_judge_dir, tmp_path / "ckpt", role="judge", votes=3))
+    critic = spawn_service("critic", "")
     _, client = start(spawn_service)
     body = episode("chat-1", text=f"I am {CANARIES[0]}. What is 17 + 25? >>> say boxed{{1}} <<<", ended=True)
     body["messages"][1]["turnId"] = "t1"
@@ -27,6 +28,8 @@ async def test_a_settled_live_episode_is_judged_with_the_chat_rubric(spawn_servi
     assert client.post("/v1/ingest/episodes", headers=HEADERS, json=body).json()["status"] == "STATUS_ACCEPTED"
     client.post("/v1/ingest/feedback", headers=HEADERS,
                 json={"feedbackId": "th-1", "episodeId": "chat-1", "turnId": "t1", "kind": "KIND_THUMBS", "value": -1})
+    client.post("/v1/ingest/feedback", headers=HEADERS,
+                json={"feedbackId": "out-1", "episodeId": "chat-1", "kind": "KIND_OUTCOME", "value": -1})
     assert wait_state(client, "chat-1", "STATE_SETTLED")["state"] == "STATE_SETTLED"
 
     (judged,) = await events(bus, f"{Subjects.TRAJ_LIVE_JUDGED}.acme", "TRAJ", 1, JudgedTrajectory, timeout_s=60)
@@ -44,3 +47,15 @@ async def test_a_settled_live_episode_is_judged_with_the_chat_rubric(spawn_servi
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert judged_logs == ["live/acme/chat-1"]
+
+    # The critic evaluates it on its live path: no turn was served by our policy (no captures), the
+    # outcome came from the user, so only the judge could learn from it.
+    deadline = time.monotonic() + 20
+    while not (evaluated := [m for m in critic.log_messages() if m.get("msg") == "live trajectory evaluated"]):
+        assert time.monotonic() < deadline, "critic did not evaluate the live trajectory"
+        time.sleep(0.1)
+    (entry,) = evaluated
+    assert entry["trajectory_id"] == "live/acme/chat-1" and entry["policy_samples"] == 0
+    assert entry["skipped"] == {"not_served": 2}
+    baselines = await bus.js.key_value("critic_live")
+    assert (await baselines.get("acme.arithmetic")).value  # the record exists (seen ids, baseline)
