@@ -35,7 +35,7 @@ check-proto: setup
 
 # Lint (ruff) and type check (mypy, basic mode), both configured in pyproject.toml, run before the tests.
 lint: setup
-	$(VENV)/bin/ruff check services tests scripts
+	$(VENV)/bin/ruff check services tests scripts examples
 	$(VENV)/bin/mypy
 
 test: setup check-proto lint
