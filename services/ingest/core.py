@@ -378,7 +378,8 @@ class IngestCore:
                 SETTLED.labels(tenant).inc()
                 served = live.served_turns
                 LIVE_TURNS.labels("served").inc(served)
-                LIVE_TURNS.labels("foreign").inc(len(live.trajectory.steps) - served)
+                LIVE_TURNS.labels("retokenized").inc(live.retokenized_turns)
+                LIVE_TURNS.labels("foreign").inc(len(live.trajectory.steps) - served - live.retokenized_turns)
                 CAPTURES.labels("joined").inc(len(captures) - live.orphan_captures)
                 CAPTURES.labels("orphan").inc(live.orphan_captures)
                 await self._drop_captures(tenant, record.episode.episode_id, list(captures))

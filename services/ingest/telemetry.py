@@ -21,5 +21,6 @@ ERASED = Counter("rla_ingest_erased_total", "Episodes erased, by reason (user, r
 CAPTURES = Counter("rla_ingest_captures_total", "Captured completions, by outcome (stored, joined: a turn of the "
                    "transcript claims it, orphan: none does, dropped at settling).", ["outcome"])
 LIVE_TURNS = Counter("rla_ingest_live_turns_total", "Assistant turns of published live trajectories, by whether our "
-                     "policy served them (served: token ids and log-probs captured; foreign: another model, or "
-                     "text changed by redaction or by the product).", ["kind"])
+                     "policy served them (served: token ids and log-probs captured; retokenized: captured, but redaction "
+                     "changed the text so its ids were dropped; foreign: no capture, another model, or text the "
+                     "product changed).", ["kind"])

@@ -40,6 +40,8 @@ class LiveTrajectory:
     trajectory: Trajectory
     served_turns: int
     orphan_captures: int
+    retokenized_turns: int = 0
+    """Turns joined with a capture whose token ids were dropped (redaction changed its text)."""
 
 
 def live_trajectory_id(tenant: str, episode_id: str) -> str:
@@ -75,6 +77,7 @@ def to_trajectory(settled: SettledEpisode, captures: Mapping[str, CapturedComple
               if f.kind == Feedback.KIND_THUMBS and f.turn_id}
     steps: list[TrajectoryStep] = []
     used: set[str] = set()
+    retokenized = 0
     for i, m in enumerate(messages):
         if m.role != "assistant":
             continue
@@ -94,6 +97,8 @@ def to_trajectory(settled: SettledEpisode, captures: Mapping[str, CapturedComple
                 step.behaviour_logprobs.extend(capture.logprobs)
                 step.served_by_policy = True
                 step.served_version = capture.model_version
+            else:
+                retokenized += 1
         steps.append(step)
     outcome, source = _outcome(settled)
     first_user = next((m.content for m in messages if m.role == "user"), "")
@@ -104,4 +109,4 @@ def to_trajectory(settled: SettledEpisode, captures: Mapping[str, CapturedComple
         group_size=1, task_text=first_user, steps=steps, outcome=outcome, split=LIVE_FAMILY, source="ingest",
         policy_version=max((s.served_version for s in served), default=0), tenant=ep.tenant,
         episode_id=ep.episode_id, outcome_source=source, task_type=ep.task_type)
-    return LiveTrajectory(traj, len(served), len(set(captures) - used))
+    return LiveTrajectory(traj, len(served), len(set(captures) - used), retokenized)

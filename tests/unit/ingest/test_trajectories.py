@@ -50,6 +50,7 @@ def test_captures_join_by_completion_id_and_text_and_orphans_are_dropped() -> No
     assert (live.served_turns, live.orphan_captures) == (1, 2) and live.trajectory.policy_version == 7
     redacted = to_trajectory(settled(), {"c1": capture("c1", "5", [])})  # retokenize: ids were dropped
     assert not redacted.trajectory.steps[0].served_by_policy and redacted.orphan_captures == 0
+    assert redacted.retokenized_turns == 1 and live.retokenized_turns == 0
 
 
 def test_outcome_and_per_turn_thumbs() -> None:
