@@ -223,32 +223,36 @@ class TrainingSample(_message.Message):
     def __init__(self, sample_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., advantage: _Optional[float] = ..., model_version: _Optional[int] = ...) -> None: ...
 
 class PolicySampleBatch(_message.Message):
-    __slots__ = ("batch_id", "round", "task", "samples", "jobs_in_round")
+    __slots__ = ("batch_id", "round", "task", "samples", "jobs_in_round", "live")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     round: int
     task: TaskRef
     samples: _containers.RepeatedCompositeFieldContainer[TrainingSample]
     jobs_in_round: int
-    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
+    live: bool
+    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ..., jobs_in_round: _Optional[int] = ..., live: _Optional[bool] = ...) -> None: ...
 
 class RewardSampleBatch(_message.Message):
-    __slots__ = ("batch_id", "round", "task", "samples", "jobs_in_round")
+    __slots__ = ("batch_id", "round", "task", "samples", "jobs_in_round", "live")
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
     batch_id: str
     round: int
     task: TaskRef
     samples: _containers.RepeatedCompositeFieldContainer[TrainingSample]
     jobs_in_round: int
-    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
+    live: bool
+    def __init__(self, batch_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., samples: _Optional[_Iterable[_Union[TrainingSample, _Mapping]]] = ..., jobs_in_round: _Optional[int] = ..., live: _Optional[bool] = ...) -> None: ...
 
 class BadSteps(_message.Message):
     __slots__ = ("trajectory_id", "step_indices", "actions")

@@ -7,7 +7,9 @@ A `Trainer` is composed of two parts:
   synchronous mode trains round r once all its ``jobs_in_round`` batches are in, with π_old
   recomputed, and announces version N+1 "trained on round r" (also when the round had no
   samples, so the scheduler can go on); asynchronous mode trains whenever ``min_samples_async``
-  samples are stored, with behaviour log-probs as π_old;
+  samples are stored, with behaviour log-probs as π_old. Live batches (``live``: samples from a
+  product's traffic, not part of any round) are stored under ``live.`` and trained with the next
+  round (sync) or the next quota (async); the metric ``live_samples`` counts them;
 * a learner, which does the training and says where the new version lives: `PPOLearner`
   (PPO on local weights; ``frozen`` keeps the weights, the fixed-judge ablation) or
   `VersionOnlyLearner` (a judge without local weights: a new version number per round).
@@ -37,23 +39,31 @@ from services.common.models.generation import HFGenerator
 from services.common.training import ppo_update
 
 __all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "round_complete", "async_quota_met",
-           "batch_key", "TRAINER_METRICS"]
+           "batch_key", "TRAINER_METRICS", "LIVE_PREFIX"]
 
 log = logging.getLogger("rlanything.trainer")
 TRAINER_METRICS = Gauge("rla_trainer_metric", "Last training step's metrics, by role and key.", ["role", "key"])
 
 
-def batch_key(round_: int, batch_id: str) -> str:
-    """The KV key of a stored batch: ``r<round>.<escaped batch id>`` (`common.kv.escape_id`: two
-    batch ids never share a key; the old "other characters as _" rule let "a/b" and "a_b" collide)."""
-    return f"r{round_}." + escape_id(batch_id)
+LIVE_PREFIX = "live."
+"""Key prefix of stored live batches (outside every round's count)."""
+
+
+def batch_key(round_: int, batch_id: str, live: bool = False) -> str:
+    """The KV key of a stored batch: ``r<round>.<escaped batch id>``, or ``live.<escaped batch
+    id>`` for a live batch (`common.kv.escape_id`: two batch ids never share a key; the old "other
+    characters as _" rule let "a/b" and "a_b" collide)."""
+    return (LIVE_PREFIX if live else f"r{round_}.") + escape_id(batch_id)
 
 
 def round_complete(keys: Sequence[str], round_: int, jobs_in_round: int) -> list[str] | None:
     """Synchronous mode (pure): the stored keys of ``round_`` when all its ``jobs_in_round``
-    batches are in (one batch per job), else None."""
+    batches are in (one batch per job), plus every stored live batch (trained with this round,
+    never counted), else None."""
     mine = [k for k in keys if k.startswith(f"r{round_}.")]
-    return mine if len(mine) >= jobs_in_round else None
+    if len(mine) < jobs_in_round:
+        return None
+    return mine + [k for k in keys if k.startswith(LIVE_PREFIX)]
 
 
 def async_quota_met(sample_counts: Sequence[int], min_samples: int) -> bool:
@@ -150,16 +160,22 @@ class Trainer:
 
     async def on_batch(self, batch: Message, delivery: Delivery) -> None:
         """Consumer handler: store the batch, train when the round (or the async quota) is complete."""
-        batch_id, round_, jobs = batch.batch_id, int(batch.round), batch.jobs_in_round
-        if not batch_id or jobs <= 0:
-            raise InvalidEventError(f"{type(batch).__name__} needs batch_id and jobs_in_round > 0, got "
+        batch_id, round_, jobs, live = batch.batch_id, int(batch.round), batch.jobs_in_round, batch.live
+        if not batch_id or (jobs <= 0 and not live):
+            raise InvalidEventError(f"{type(batch).__name__} needs batch_id and jobs_in_round > 0 (or live), got "
                                     f"{batch_id!r}, {jobs}")
         async with self._lock:
             latest = await self.versions.latest(self.role)
             trained_round = latest.trained_on_round if latest else -1
-            if self.mode == "sync" and round_ <= trained_round:
+            if live:  # kept until the next training, whatever round that is; it names no round itself
+                await self.store.put(batch_key(round_, batch_id, live=True), batch)
+                if self.mode == "sync":
+                    return
+                round_ = max(trained_round, 0)
+            elif self.mode == "sync" and round_ <= trained_round:
                 return  # redelivered after its round was trained
-            await self.store.put(batch_key(round_, batch_id), batch)
+            else:
+                await self.store.put(batch_key(round_, batch_id), batch)
             keys = await self.store.keys()
             if self.mode == "sync":
                 mine = round_complete(keys, round_, jobs)
@@ -172,17 +188,21 @@ class Trainer:
 
     async def _train(self, keys: list[str], round_: int, recompute_old: bool) -> None:
         samples: list[Sample] = []
+        live_samples = 0
         for key in sorted(keys):
             b, _ = await self.store.get(key)
             if b is None:
                 continue
-            samples += [Sample(s.sample_id, tuple(s.prompt_token_ids), tuple(s.response_token_ids), s.advantage,
-                               tuple(s.behaviour_logprobs)) for s in b.samples if s.response_token_ids]
+            mine = [Sample(s.sample_id, tuple(s.prompt_token_ids), tuple(s.response_token_ids), s.advantage,
+                           tuple(s.behaviour_logprobs)) for s in b.samples if s.response_token_ids]
+            samples += mine
+            live_samples += len(mine) if key.startswith(LIVE_PREFIX) else 0
         latest = await self.versions.latest(self.role)
         version = (latest.version + 1) if latest else 1
         metrics, uri = await self.learner.learn(self.role, samples, recompute_old, version,
                                                 latest.uri if latest else None)
-        self.last_metrics = {**metrics, "version": float(version), "round": float(round_)}
+        self.last_metrics = {**metrics, "version": float(version), "round": float(round_),
+                             "live_samples": float(live_samples)}
         await self.versions.announce(self.role, version, uri, trained_on_round=round_, metrics=self.last_metrics)
         for key in keys:
             await self.store.kv.delete(key)

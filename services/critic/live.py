@@ -3,9 +3,11 @@
 metrics. The baseline record also keeps the ids it has counted, changed by compare-and-set, so a
 redelivered trajectory never moves a baseline twice.
 
-The samples are built and counted, **not yet published to the trainers**: in synchronous mode a
-trainer must know when a round's batches are complete, and live samples need their own per-round
-drain job for that (docs/live-usage.md, "What comes next").
+Its samples go to the trainers as *live* batches (``PolicySampleBatch.live``/
+``RewardSampleBatch.live``, batch ids ``<trajectory_id>/policy`` and ``/reward``), published before
+the baseline record is updated: a crash in between re-publishes the same ids (stored once) and
+then counts the trajectory. A live batch is outside every round's ``jobs_in_round``; a
+synchronous trainer trains it with the next round it trains, so round counts stay exact.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import logging
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
-from rlanything.v1.events_pb2 import JudgedTrajectory
+from rlanything.v1.events_pb2 import JudgedTrajectory, PolicySampleBatch, RewardSampleBatch, TaskRef
 
-from services.common.bus import Delivery
+from services.common.bus import Delivery, EventBus
 from services.common.config import CriticServiceConfig
 from services.common.errors import InvalidEventError
 from services.common.kv import escape_id
+from services.common.streams import Subjects
 from services.critic.live_eval import Baseline, LiveOutcome, LiveSettings, evaluate_live
 
 __all__ = ["LiveCritic", "LIVE_SEEN_KEPT"]
@@ -34,8 +37,8 @@ LIVE_TRAJECTORIES = Counter("rla_critic_live_trajectories_total", "Judged live t
 LIVE_SKIPPED = Counter("rla_critic_live_skipped_total", "Live turns (or episodes, for rm_no_outcome) that train "
                        "nothing, by reason (not_served, stale, no_outcome, warmup, zero_advantage, rm_no_outcome).",
                        ["reason"])
-LIVE_SAMPLES = Counter("rla_critic_live_samples_total", "Training samples built from live traffic, by model "
-                       "(policy, reward); not yet published to the trainers.", ["model"])
+LIVE_SAMPLES = Counter("rla_critic_live_samples_total", "Training samples built from live traffic and published "
+                       "as live batches, by model (policy, reward).", ["model"])
 LIVE_AGREEMENT = Counter("rla_critic_live_agreement_total", "The judge against the product's users, by signal "
                          "(outcome: the sign of its mean vote vs an external outcome; thumbs: per turn) and agree.",
                          ["signal", "agree"])
@@ -44,8 +47,9 @@ LIVE_AGREEMENT = Counter("rla_critic_live_agreement_total", "The judge against t
 class LiveCritic:
     """Handler of judged live trajectories (see the module docstring)."""
 
-    def __init__(self, kv: KeyValue, cfg: CriticServiceConfig) -> None:
+    def __init__(self, kv: KeyValue, cfg: CriticServiceConfig, bus: EventBus | None = None) -> None:
         self.kv = kv
+        self.bus = bus
         self.cfg = cfg
         live = cfg.live
         self.settings = LiveSettings(live.max_staleness, live.min_count, live.alpha, live.sigma_min, live.adv_max,
@@ -77,6 +81,7 @@ class LiveCritic:
             base = Baseline(record.get("n", 0), record.get("mean", 0.0), record.get("var", 0.0))
             out = evaluate_live(judged, base, self.latest_policy_version, self.cfg.lam, self.cfg.invalid_vote_penalty,
                                 self.settings)
+            await self._publish(t.trajectory_id, t.task, out)
             b = out.baseline
             new = {"n": b.n, "mean": b.mean, "var": b.var,
                    "seen": (record.get("seen", []) + [t.trajectory_id])[-LIVE_SEEN_KEPT:]}
@@ -93,6 +98,16 @@ class LiveCritic:
                 "skipped": dict(out.skipped), "outcome_agrees": out.outcome_agrees})
             return out
         raise KeyWrongLastSequenceError()
+
+    async def _publish(self, trajectory_id: str, task: TaskRef, out: LiveOutcome) -> None:
+        if self.bus is None:
+            return
+        if out.policy:
+            policy = PolicySampleBatch(batch_id=f"{trajectory_id}/policy", task=task, samples=out.policy, live=True)
+            await self.bus.publish(Subjects.SAMPLES_POLICY, policy, msg_id=policy.batch_id)
+        if out.reward:
+            reward = RewardSampleBatch(batch_id=f"{trajectory_id}/reward", task=task, samples=out.reward, live=True)
+            await self.bus.publish(Subjects.SAMPLES_REWARD, reward, msg_id=reward.batch_id)
 
     @staticmethod
     def _count(out: LiveOutcome) -> None:

@@ -73,7 +73,7 @@ class CriticService(Service):
         self.log.info("critic state loaded", extra={"closed_groups": len(self.ledger.reports),
                                                     "open_groups": len(self.open)})
         self.background.append(asyncio.create_task(self._sweep_timeouts(), name="group-timeouts"))
-        self.live = LiveCritic(await open_bucket(bus.js, self.cfg.live.baselines_bucket), self.cfg)
+        self.live = LiveCritic(await open_bucket(bus.js, self.cfg.live.baselines_bucket), self.cfg, bus)
         self.live.latest_policy_version = self.latest_policy_version or 0
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.trainer_shell import async_quota_met, batch_key, round_complete
+from services.common.trainer_shell import LIVE_PREFIX, async_quota_met, batch_key, round_complete
 
 
 def test_batch_keys_are_per_round_and_safe_for_kv() -> None:
@@ -24,3 +24,13 @@ def test_async_training_waits_for_the_sample_quota() -> None:
     assert not async_quota_met([], 1)
     assert not async_quota_met([30, 33], 64)
     assert async_quota_met([30, 34], 64)
+
+
+def test_live_batches_ride_along_with_a_round_and_never_count_towards_it() -> None:
+    live = batch_key(3, "live/acme/e1/policy", live=True)
+    assert live == "live.live=2Facme=2Fe1=2Fpolicy" and live.startswith(LIVE_PREFIX)
+    keys = [batch_key(2, "r2/a/policy"), live]
+    assert round_complete(keys, 2, 2) is None  # the live batch is not the missing job's batch
+    assert round_complete(keys + [batch_key(2, "r2/b/policy")], 2, 2) == [
+        batch_key(2, "r2/a/policy"), batch_key(2, "r2/b/policy"), live]
+    assert round_complete([live], 0, 1) is None
