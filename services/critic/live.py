@@ -35,7 +35,8 @@ LIVE_SEEN_KEPT = 1000
 LIVE_TRAJECTORIES = Counter("rla_critic_live_trajectories_total", "Judged live trajectories, by outcome "
                             "(evaluated, repeated: counted before).", ["outcome"])
 LIVE_SKIPPED = Counter("rla_critic_live_skipped_total", "Live turns (or episodes, for rm_no_outcome) that train "
-                       "nothing, by reason (not_served, stale, no_outcome, warmup, zero_advantage, rm_no_outcome).",
+                       "nothing, by reason (not_served, stale, no_outcome, warmup, zero_advantage, rm_no_outcome, "
+                       "rm_unbalanced).",
                        ["reason"])
 LIVE_SAMPLES = Counter("rla_critic_live_samples_total", "Training samples built from live traffic and published "
                        "as live batches, by model (policy, reward).", ["model"])
@@ -53,7 +54,7 @@ class LiveCritic:
         self.cfg = cfg
         live = cfg.live
         self.settings = LiveSettings(live.max_staleness, live.min_count, live.alpha, live.sigma_min, live.adv_max,
-                                     live.requires_outcome)
+                                     live.requires_outcome, live.rm_slack)
         self.latest_policy_version = 0
 
     async def on_judged(self, judged: JudgedTrajectory, delivery: Delivery) -> LiveOutcome | None:
@@ -80,10 +81,10 @@ class LiveCritic:
                 return None
             base = Baseline(record.get("n", 0), record.get("mean", 0.0), record.get("var", 0.0))
             out = evaluate_live(judged, base, self.latest_policy_version, self.cfg.lam, self.cfg.invalid_vote_penalty,
-                                self.settings)
+                                self.settings, record.get("rm_wins", 0), record.get("rm_losses", 0))
             await self._publish(t.trajectory_id, t.task, out)
             b = out.baseline
-            new = {"n": b.n, "mean": b.mean, "var": b.var,
+            new = {"n": b.n, "mean": b.mean, "var": b.var, "rm_wins": out.rm_wins, "rm_losses": out.rm_losses,
                    "seen": (record.get("seen", []) + [t.trajectory_id])[-LIVE_SEEN_KEPT:]}
             try:
                 if revision:

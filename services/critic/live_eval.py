@@ -11,7 +11,10 @@ users (pure; docs/live-usage.md). Live traffic has no group (G = 1), so:
   mean and variance", §9.
 * **Judge**: only with an outcome from outside the judge (user, product, reference check) —
   an outcome read from its own votes would reward agreeing with itself. Consistency rewards as
-  for environment rollouts (`common.algo.consistency_reward`).
+  for environment rollouts (`common.algo.consistency_reward`). Balanced: an episode whose
+  outcome side (won or lost) already has more than ``rm_slack`` episodes over the other side in
+  its baseline bucket trains the judge not at all — the live stand-in for the [0.2, 0.8] band,
+  which keeps the judge from learning "most answers are good".
 * **Agreement**: the sign of the judge's mean vote over the turns vs an external outcome, and
   per turn vs the user's thumbs (the step's ``oracle_label``).
 """
@@ -50,6 +53,8 @@ class LiveSettings:
     """Advantages are clipped to ±adv_max."""
     requires_outcome: bool = True
     """Train the policy only on turns of episodes with an external outcome."""
+    rm_slack: int = 2
+    """Episodes one outcome side may lead the other by before the judge skips that side."""
 
 
 @dataclass(frozen=True)
@@ -87,15 +92,18 @@ class LiveOutcome:
     baseline: Baseline = Baseline()
     skipped: Counter[str] = field(default_factory=Counter)
     """Turns (policy) or the episode (rm) that train nothing, by reason: ``not_served``, ``stale``,
-    ``no_outcome`` (policy), ``warmup``, ``rm_no_outcome``."""
+    ``no_outcome`` (policy), ``warmup``, ``zero_advantage``, ``rm_no_outcome``, ``rm_unbalanced``."""
     outcome_agrees: bool | None = None
     """The sign of the judge's mean vote equals the external outcome (None: no outcome or no votes)."""
     thumbs_agree: int = 0
     thumbs_disagree: int = 0
+    rm_wins: int = 0
+    rm_losses: int = 0
+    """Episodes per outcome side that trained the judge so far in the bucket (after this one)."""
 
 
 def evaluate_live(judged: JudgedTrajectory, baseline: Baseline, latest_policy_version: int, lam: float,
-                  invalid_vote_penalty: float, s: LiveSettings) -> LiveOutcome:
+                  invalid_vote_penalty: float, s: LiveSettings, rm_wins: int = 0, rm_losses: int = 0) -> LiveOutcome:
     """Samples, baseline and agreement of one judged live trajectory (see the module docstring).
 
     Args:
@@ -104,9 +112,10 @@ def evaluate_live(judged: JudgedTrajectory, baseline: Baseline, latest_policy_ve
         latest_policy_version: the newest announced policy version (staleness is measured to it).
         lam: λ of r = O + λ·S̄.
         invalid_vote_penalty: raw consistency reward of an unparseable vote.
+        rm_wins, rm_losses: won and lost episodes that trained the judge so far in this bucket.
     """
     t = judged.trajectory
-    out = LiveOutcome(baseline=baseline)
+    out = LiveOutcome(baseline=baseline, rm_wins=rm_wins, rm_losses=rm_losses)
     external = t.outcome_source in EXTERNAL_OUTCOMES and t.outcome in (1, -1)
     means = [mean_vote([v.value for v in j.votes]) for j in judged.judgements]
     for step, judgement, m in zip(t.steps, judged.judgements, means):
@@ -143,6 +152,10 @@ def evaluate_live(judged: JudgedTrajectory, baseline: Baseline, latest_policy_ve
     if voted:
         overall = sum(voted) / len(voted)
         out.outcome_agrees = None if overall == 0 else (overall > 0) == (t.outcome > 0)
+    side, other = (rm_wins, rm_losses) if t.outcome > 0 else (rm_losses, rm_wins)
+    if side > other + s.rm_slack:
+        out.skipped["rm_unbalanced"] += 1
+        return out
     for judgement in judged.judgements:
         r_M = consistency_rewards(t.outcome, [v.value for v in judgement.votes], lam, invalid_vote_penalty)
         if r_M is None:
@@ -154,4 +167,6 @@ def evaluate_live(judged: JudgedTrajectory, baseline: Baseline, latest_policy_ve
                                                  response_token_ids=vote.response_token_ids,
                                                  behaviour_logprobs=vote.behaviour_logprobs, advantage=r,
                                                  model_version=judged.reward_model_version))
+    if out.reward:
+        out.rm_wins, out.rm_losses = (rm_wins + 1, rm_losses) if t.outcome > 0 else (rm_wins, rm_losses + 1)
     return out

@@ -21,6 +21,8 @@ class LiveCriticConfig(StrictModel):
     adv_max: float = Field(3.0, gt=0, description="Live advantages are clipped to ±adv_max.")
     requires_outcome: bool = Field(
         True, description="Policy samples only from episodes whose outcome came from outside the judge.")
+    rm_slack: int = Field(2, ge=0, description="Won (or lost) live episodes that may lead the other side before "
+                                               "the judge trains on that side no more (balance).")
     baselines_bucket: str = Field("critic_live", pattern=r"^[A-Za-z0-9_-]+$",
                                   description="JetStream KV bucket of the live baselines.")
 

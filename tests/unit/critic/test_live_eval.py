@@ -66,3 +66,14 @@ def test_the_judge_trains_only_on_external_outcomes_and_agreement_is_counted() -
     assert (out.thumbs_agree, out.thumbs_disagree) == (1, 1)
     thumbs_only = evaluate_live(judged(0, "", [[1]], [False], labels=[STEP_LABEL_GOOD]), Baseline(), 3, 1.0, -2.0, S)
     assert thumbs_only.reward == [] and thumbs_only.thumbs_agree == 1 and thumbs_only.outcome_agrees is None
+
+
+def test_the_judge_trains_on_won_and_lost_episodes_in_balance() -> None:
+    won = judged(1, "user", [[1, -1, -1]], [False])
+    s = LiveSettings(rm_slack=1)
+    first = evaluate_live(won, Baseline(), 3, 1.0, -2.0, s, rm_wins=1, rm_losses=0)
+    assert first.reward and (first.rm_wins, first.rm_losses) == (2, 0)
+    skipped = evaluate_live(won, Baseline(), 3, 1.0, -2.0, s, rm_wins=2, rm_losses=0)
+    assert skipped.reward == [] and skipped.skipped == {"not_served": 1, "rm_unbalanced": 1}
+    lost = evaluate_live(judged(-1, "user", [[1, -1, -1]], [False]), Baseline(), 3, 1.0, -2.0, s, 2, 0)
+    assert lost.reward and (lost.rm_wins, lost.rm_losses) == (2, 1)
