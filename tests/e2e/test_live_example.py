@@ -37,7 +37,11 @@ def test_the_product_example_is_captured_stored_and_redacted(tmp_path: Path) -> 
 
         async def stored() -> tuple[dict[str, int], bytes]:
             bus = await EventBus.connect(NatsConfig(url=manifest["nats_url"]), ConsumerConfig(), name="check")
-            info = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
+            for _ in range(100):  # the capture is published in the background, after the answer
+                info = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
+                if len(info.state.subjects or {}) >= 3:
+                    break
+                await asyncio.sleep(0.1)
             sub = await bus.js.subscribe("rla.ingest.>", stream="INGEST", ordered_consumer=True)
             data = b"".join([(await sub.next_msg(timeout=5)).data for _ in range(info.state.messages)])
             await bus.close()
