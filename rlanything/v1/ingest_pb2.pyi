@@ -309,3 +309,17 @@ class EraseUserResponse(_message.Message):
     episodes_erased: int
     messages_deleted: int
     def __init__(self, episodes_erased: _Optional[int] = ..., messages_deleted: _Optional[int] = ...) -> None: ...
+
+class PurgeTenantRequest(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ...) -> None: ...
+
+class PurgeTenantResponse(_message.Message):
+    __slots__ = ("messages_deleted", "keys_deleted")
+    MESSAGES_DELETED_FIELD_NUMBER: _ClassVar[int]
+    KEYS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    messages_deleted: int
+    keys_deleted: int
+    def __init__(self, messages_deleted: _Optional[int] = ..., keys_deleted: _Optional[int] = ...) -> None: ...

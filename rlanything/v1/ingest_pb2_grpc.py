@@ -54,6 +54,11 @@ class IngestStub:
                 request_serializer=rlanything_dot_v1_dot_ingest__pb2.EraseUserRequest.SerializeToString,
                 response_deserializer=rlanything_dot_v1_dot_ingest__pb2.EraseUserResponse.FromString,
                 _registered_method=True)
+        self.PurgeTenant = channel.unary_unary(
+                '/rlanything.v1.Ingest/PurgeTenant',
+                request_serializer=rlanything_dot_v1_dot_ingest__pb2.PurgeTenantRequest.SerializeToString,
+                response_deserializer=rlanything_dot_v1_dot_ingest__pb2.PurgeTenantResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServicer:
@@ -87,6 +92,13 @@ class IngestServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PurgeTenant(self, request, context):
+        """Delete everything stored for the calling tenant (every stream subject and bucket key).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +121,11 @@ def add_IngestServicer_to_server(servicer, server):
                     servicer.EraseUser,
                     request_deserializer=rlanything_dot_v1_dot_ingest__pb2.EraseUserRequest.FromString,
                     response_serializer=rlanything_dot_v1_dot_ingest__pb2.EraseUserResponse.SerializeToString,
+            ),
+            'PurgeTenant': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeTenant,
+                    request_deserializer=rlanything_dot_v1_dot_ingest__pb2.PurgeTenantRequest.FromString,
+                    response_serializer=rlanything_dot_v1_dot_ingest__pb2.PurgeTenantResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +236,33 @@ class Ingest:
             '/rlanything.v1.Ingest/EraseUser',
             rlanything_dot_v1_dot_ingest__pb2.EraseUserRequest.SerializeToString,
             rlanything_dot_v1_dot_ingest__pb2.EraseUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeTenant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rlanything.v1.Ingest/PurgeTenant',
+            rlanything_dot_v1_dot_ingest__pb2.PurgeTenantRequest.SerializeToString,
+            rlanything_dot_v1_dot_ingest__pb2.PurgeTenantResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from nats.js.errors import KeyWrongLastSequenceError, NotFoundError as JsNotFoundError
 from rlanything.v1.ingest_pb2 import (CapturedCompletion, EpisodeRecord, EpisodeStatus, EraseUserResponse,
-                                      Feedback, IngestAck, IngestEpisode, SettledEpisode)
+                                      Feedback, IngestAck, IngestEpisode, PurgeTenantResponse, SettledEpisode)
 
 from services.common.bus import Delivery, EventBus
 from services.common.errors import InvalidEventError
@@ -322,6 +322,32 @@ class IngestCore:
         ERASED.labels("user").inc(episodes)
         log.info("user erased", extra={"tenant": tenant, "episodes": episodes, "messages": deleted})
         return EraseUserResponse(episodes_erased=episodes, messages_deleted=deleted)
+
+    async def purge_tenant(self, tenant: str) -> PurgeTenantResponse:
+        """Delete everything stored for ``tenant``: its subjects on the INGEST and TRAJ streams
+        (episodes, feedback, settled hand-offs, captures, live and judged live trajectories) and
+        its keys in the episode, waiting-feedback and capture buckets."""
+        subjects = [("INGEST", f"{Subjects.INGEST_EPISODE}.{tenant}"), ("INGEST", f"{Subjects.INGEST_FEEDBACK}.{tenant}"),
+                    ("INGEST", f"{Subjects.INGEST_SETTLED}.{tenant}"), ("INGEST", f"{Subjects.INGEST_COMPLETION}.{tenant}.>"),
+                    ("TRAJ", f"{Subjects.TRAJ_LIVE}.{tenant}"), ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}")]
+        messages = 0
+        for stream, subject in subjects:
+            info = await self.bus.js.stream_info(stream, subjects_filter=subject)
+            n = sum((info.state.subjects or {}).values())
+            if n:
+                await self.bus.js.purge_stream(stream, subject=subject)
+                messages += n
+        keys = 0
+        for bucket in (self.episodes, self.orphans, self.captures):
+            if bucket is None:
+                continue
+            for entry in await live_entries(bucket.kv, values=False, key_prefix=f"{tenant}."):
+                await bucket.kv.purge(entry.key)
+                keys += 1
+        self.open_counts[tenant] = 0
+        ERASED.labels("tenant").inc(keys)
+        log.info("tenant purged", extra={"tenant": tenant, "messages": messages, "keys": keys})
+        return PurgeTenantResponse(messages_deleted=messages, keys_deleted=keys)
 
     async def sweep(self) -> None:
         """One pass over the records: close idle episodes, settle those past their deadline

@@ -70,3 +70,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServicer):
     async def EraseUser(self, request: ingest_pb2.EraseUserRequest, context: grpc.aio.ServicerContext
                         ) -> ingest_pb2.EraseUserResponse:
         return await self.core.erase_user(self.core.tenant_of(_bearer(context), request.tenant), request.user_ref)
+
+    @_mapped
+    async def PurgeTenant(self, request: ingest_pb2.PurgeTenantRequest, context: grpc.aio.ServicerContext
+                          ) -> ingest_pb2.PurgeTenantResponse:
+        return await self.core.purge_tenant(self.core.tenant_of(_bearer(context), request.tenant))

@@ -8,6 +8,7 @@
 | ``POST /v1/ingest/feedback`` | 202 | `Feedback` → `IngestAck` |
 | ``GET /v1/ingest/episodes/{episode_id}`` | 200 | `EpisodeStatus` (no content) |
 | ``DELETE /v1/ingest/users/{user_ref}`` | 200 | `EraseUserResponse` |
+| ``DELETE /v1/ingest/tenant`` | 200 | `PurgeTenantResponse`: everything of the key's tenant |
 | ``GET /healthz`` | 200 | ``{"status": "ok"}`` |
 
 Every request carries ``Authorization: Bearer <tenant key>``. Refusals: 401 unknown key, 403 no
@@ -101,6 +102,10 @@ def build_app(core: IngestCore) -> FastAPI:
     @app.get("/v1/ingest/episodes/{episode_id}")
     async def get_episode(episode_id: str, request: Request) -> dict:
         return _body(await core.get_episode(core.tenant_of(_bearer(request)), episode_id))
+
+    @app.delete("/v1/ingest/tenant")
+    async def purge_tenant(request: Request) -> dict:
+        return _body(await core.purge_tenant(core.tenant_of(_bearer(request))))
 
     @app.delete("/v1/ingest/users/{user_ref}")
     async def erase_user(user_ref: str, request: Request) -> dict:

@@ -17,7 +17,8 @@ FEEDBACK_DELAY = Histogram("rla_ingest_feedback_delay_seconds",
                            "Seconds from an episode's latest revision to feedback about it.",
                            buckets=(1, 10, 60, 300, 1800, 3600, 6 * 3600, 86400))
 OPEN_EPISODES = Gauge("rla_ingest_open_episodes", "Episodes not yet settled, by tenant (last sweep).", ["tenant"])
-ERASED = Counter("rla_ingest_erased_total", "Episodes erased, by reason (user, retention).", ["reason"])
+ERASED = Counter("rla_ingest_erased_total", "Episodes erased (tenant: bucket keys purged), by reason (user, "
+                 "retention, tenant).", ["reason"])
 CAPTURES = Counter("rla_ingest_captures_total", "Captured completions, by outcome (stored, joined: a turn of the "
                    "transcript claims it, orphan: none does, dropped at settling).", ["outcome"])
 LIVE_TURNS = Counter("rla_ingest_live_turns_total", "Assistant turns of published live trajectories, by whether our "

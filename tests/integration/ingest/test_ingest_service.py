@@ -254,3 +254,31 @@ async def test_settled_episode_becomes_a_live_trajectory_with_captured_turns_joi
     assert not (await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")).state.subjects
     assert not (await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.completion.acme.>")).state.subjects
     assert (await bus.js.stream_info("INGEST")).state.messages == 1  # only the dead-lettered stranger's capture
+
+
+async def test_a_tenant_purges_everything_of_its_own_and_nothing_of_another(spawn_service, bus) -> None:
+    _, client = start(spawn_service)
+    other = {"Authorization": "Bearer other-key-0123456789"}
+    for i in range(2):
+        client.post("/v1/ingest/episodes", headers=HEADERS, json=episode(f"a-{i}", ended=True))
+    client.post("/v1/ingest/episodes", headers=other, json=episode("o-0", ended=True))
+    client.post("/v1/ingest/feedback", headers=HEADERS,
+                json={"feedbackId": "early", "episodeId": "later", "kind": "KIND_THUMBS", "value": 1})  # waits
+    await bus.publish("rla.ingest.completion.acme.a-9", ingest_pb2.CapturedCompletion(
+        tenant="acme", episode_id="a-9", completion_id="c"), msg_id="acme/cmpl/c")
+    assert wait_state(client, "a-1", "STATE_SETTLED")["state"] == "STATE_SETTLED"
+    deadline = time.monotonic() + 10
+    while len(await live_entries(await bus.js.key_value("ingest_captures"))) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    purged = client.delete("/v1/ingest/tenant", headers=HEADERS).json()
+    # 2 episodes + 2 settled + 1 capture on INGEST, 2 live trajectories on TRAJ; 2 records, 1 waiting
+    # feedback, 1 capture in the buckets.
+    assert purged == {"messages_deleted": 7, "keys_deleted": 4}
+    ingest = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
+    assert set(ingest.state.subjects) == {"rla.ingest.episode.other", "rla.ingest.settled.other"}
+    traj = await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")
+    assert set(traj.state.subjects) == {"rla.traj.live.completed.other"}
+    assert client.get("/v1/ingest/episodes/a-0", headers=HEADERS).status_code == 404
+    assert client.get("/v1/ingest/episodes/o-0", headers=other).json()["state"] == "STATE_SETTLED"
