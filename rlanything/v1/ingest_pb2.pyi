@@ -323,3 +323,23 @@ class PurgeTenantResponse(_message.Message):
     messages_deleted: int
     keys_deleted: int
     def __init__(self, messages_deleted: _Optional[int] = ..., keys_deleted: _Optional[int] = ...) -> None: ...
+
+class LiveTaskCandidate(_message.Message):
+    __slots__ = ("tenant", "candidate_id", "source_trajectory_id", "task_type", "prompt", "reference", "hint", "created_unix_s")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TRAJECTORY_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    HINT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    candidate_id: str
+    source_trajectory_id: str
+    task_type: str
+    prompt: str
+    reference: str
+    hint: str
+    created_unix_s: float
+    def __init__(self, tenant: _Optional[str] = ..., candidate_id: _Optional[str] = ..., source_trajectory_id: _Optional[str] = ..., task_type: _Optional[str] = ..., prompt: _Optional[str] = ..., reference: _Optional[str] = ..., hint: _Optional[str] = ..., created_unix_s: _Optional[float] = ...) -> None: ...

@@ -29,6 +29,7 @@ class Subjects:
     INGEST_FEEDBACK = "rla.ingest.feedback"    # Feedback (redacted), .<tenant>
     INGEST_SETTLED = "rla.ingest.settled"      # SettledEpisode (redacted), .<tenant>
     INGEST_COMPLETION = "rla.ingest.completion"  # CapturedCompletion (redacted), .<tenant>.<escaped episode id>
+    INGEST_CANDIDATE = "rla.ingest.candidate"  # LiveTaskCandidate (redacted), .<tenant>
     TRAJ_LIVE = "rla.traj.live.completed"      # Trajectory of a settled live episode (source "ingest"), .<tenant>
     TRAJ_LIVE_JUDGED = "rla.traj.live.judged"  # JudgedTrajectory of a live episode (chat rubric), .<tenant>
 

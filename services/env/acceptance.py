@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER
 
-__all__ = ["Verdict", "VariantGate"]
+__all__ = ["Verdict", "VariantGate", "LiveVerdict", "live_verdict"]
 
 
 @dataclass(frozen=True)
@@ -83,3 +83,38 @@ class VariantGate:
     def metrics(self) -> dict[str, float]:
         """Counts under the ``env/`` namespace, e.g. ``env/harder/accepted``."""
         return {f"env/{k}": float(v) for k, v in self.counts.items()}
+
+
+@dataclass(frozen=True)
+class LiveVerdict:
+    """What a live task's own rollouts decide: its new split (None: stays pending), its new
+    ``hint`` knob (None: unchanged), whether it was admitted, and the reason."""
+
+    split: str | None
+    hint: float | None
+    accepted: bool
+    reason: str
+
+
+def live_verdict(acc: float, hint: float, has_hint_text: bool, heldout: bool) -> LiveVerdict:
+    """Admission of a live task from its candidate rollouts (pure; docs/live-usage.md):
+
+    * 0 < acc < 1 (a win and a loss: something to learn) → admitted, to ``live_heldout`` when
+      ``heldout`` (never trained on: it measures whether real failures get fixed), else ``train``;
+    * acc = 0 without the hint shown, and the user gave a correction → retried with ``hint`` = 1;
+    * acc = 0 otherwise → ``live_rejected`` (the policy cannot solve it now);
+    * acc = 1 → ``live_solved`` (the current policy already fixes this failure).
+
+    Raises:
+        ValueError: ``acc`` outside [0, 1].
+    """
+    if not 0.0 <= acc <= 1.0:
+        raise ValueError(f"acc must be in [0, 1], got {acc}")
+    if 0.0 < acc < 1.0:
+        split = "live_heldout" if heldout else "train"
+        return LiveVerdict(split, None, True, f"live: 0 < acc={acc:.3f} < 1: admitted to {split}")
+    if acc >= 1.0:
+        return LiveVerdict("live_solved", None, False, "live: acc=1.000: the current policy already solves it")
+    if not hint and has_hint_text:
+        return LiveVerdict(None, 1.0, False, "live: acc=0.000: retried with the user's correction as a hint")
+    return LiveVerdict("live_rejected", None, False, "live: acc=0.000: no rollout solves it, hint or not")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 from rlanything.v1.env_pb2 import TaskVersion
@@ -20,12 +21,15 @@ from services.common.bus import Delivery, EventBus
 from services.common.config import AdaptationConfig
 from services.common.errors import InvalidEventError
 from services.common.streams import Subjects
-from services.env.acceptance import VariantGate
+from services.env.acceptance import VariantGate, live_verdict
 from services.env.pool import TaskPool, spec_of
 from services.env.proposer import Proposer, moves_difficulty
 from services.env.slots import ref_of
 
 __all__ = ["Adaptation", "POOL_DECISIONS"]
+
+if TYPE_CHECKING:
+    from services.env.live_tasks import LiveTasks
 
 log = logging.getLogger("rlanything.env.adaptation")
 POOL_DECISIONS = Counter("rla_env_pool_decisions_total", "Task-pool decisions by kind and direction.",
@@ -36,8 +40,10 @@ _KIND = TaskPoolEvent.Kind
 class Adaptation:
     """Handles `TaskReport` events for the env service."""
 
-    def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig) -> None:
+    def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig,
+                 live: "LiveTasks | None" = None) -> None:
         self.pool = pool
+        self.live = live
         self.bus = bus
         self.proposer = proposer
         self.cfg = cfg
@@ -49,6 +55,9 @@ class Adaptation:
             raise InvalidEventError(f"task report {report.job_id!r}: needs task.slot_id and rollouts > 0 "
                                     f"(got {report.task.slot_id!r}, {report.rollouts})")
         slot = await self.pool.slot(report.task.slot_id)
+        if slot.family == "live":
+            await self._live(report, slot)
+            return
         if report.is_candidate:
             await self._resolve(report, slot)
             return
@@ -62,6 +71,27 @@ class Adaptation:
         if slot.HasField("pending"):
             return  # one pending candidate per slot; its own report decides first
         await self._propose(report, slot, direction)
+
+    async def _live(self, report: TaskReport, slot) -> None:
+        """A live task: its candidate rollouts admit or drop it; once admitted it only records
+        its acc (its one knob, the hint, is spent on admission)."""
+        if slot.active.version != report.task.version:
+            return  # a redelivered report of an earlier version
+        if not report.is_candidate or slot.split != "live_pending":
+            await self.pool.record_acc(slot.slot_id, report.acc, report.round)
+            return
+        heldout = self.live.heldout(slot) if self.live else False
+        has_hint = self.live.has_hint(slot) if self.live else False
+        verdict = live_verdict(report.acc, slot.active.knobs.get("hint", 0.0), has_hint, heldout)
+        new_slot = await self.pool.apply_live(slot.slot_id, verdict.split, verdict.hint)
+        if verdict.accepted:
+            await self.pool.record_acc(slot.slot_id, report.acc, report.round)
+            kind = _KIND.KIND_ACCEPTED
+        else:
+            kind = _KIND.KIND_PROPOSED if verdict.hint is not None else _KIND.KIND_REJECTED
+        await self._publish(report, kind, DIRECTION_EASIER if verdict.hint is not None else DIRECTION_UNSPECIFIED,
+                            new_slot, new_slot.active if verdict.hint is not None else None, verdict.reason,
+                            acc_new=report.acc)
 
     async def _resolve(self, report: TaskReport, slot) -> None:
         if not slot.HasField("pending") or slot.pending.version != report.task.version:

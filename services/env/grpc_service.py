@@ -15,7 +15,7 @@ from services.env.stepping import reset_episode, step_episode
 __all__ = ["EnvironmentServicer", "SERVICE_NAME"]
 
 SERVICE_NAME = env_pb2.DESCRIPTOR.services_by_name["Environment"].full_name
-_SPLITS = {"", "train", "heldout", "ood"}
+_SPLITS = {"", "train", "heldout", "ood", "live_pending", "live_heldout", "live_solved", "live_rejected"}
 
 
 class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
@@ -31,7 +31,8 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         if request.limit < 0:
             raise InvalidArgumentError(f"limit must be >= 0, got {request.limit}")
         if request.split not in _SPLITS:
-            raise InvalidArgumentError(f"split must be one of train, heldout, ood or empty; got {request.split!r}")
+            raise InvalidArgumentError(f"split must be one of {', '.join(sorted(_SPLITS - {''}))} or empty; "
+                                       f"got {request.split!r}")
         tasks = []
         for slot in await self.pool.slots():
             if (request.family and slot.family != request.family) or (request.split and slot.split != request.split):

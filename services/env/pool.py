@@ -75,6 +75,8 @@ class TaskPool:
         created = 0
         existing = set(await self.bucket.keys())
         for fam_cfg in cfg.families:
+            if fam_cfg.type == "live":
+                continue  # its slots come from the ingest service's task candidates (`live_tasks`)
             for split, count, knobs in self._splits(fam_cfg):
                 for i in range(count):
                     slot_id = f"{fam_cfg.type}/{split}-{i:04d}"
@@ -157,6 +159,29 @@ class TaskPool:
         """Accept (promote) or reject (drop) the slot's pending ``version`` (CAS)."""
         return await self.bucket.update(
             slot_key(slot_id), lambda s: resolve_pending(self._must(s, slot_id), version, accepted))
+
+    async def apply_live(self, slot_id: str, split: str | None, hint: float | None) -> TaskSlot:
+        """A live slot after its admission verdict (CAS): a new split, and/or a new active
+        version with knob ``hint`` (the old one goes to the history)."""
+
+        def update(s: TaskSlot | None) -> TaskSlot:
+            new = TaskSlot()
+            new.CopyFrom(self._must(s, slot_id))
+            if split is not None:
+                new.split = split
+            if hint is not None:
+                old = new.active
+                version = TaskVersion()
+                version.CopyFrom(old)
+                version.version, version.parent_version = new.next_version, old.version
+                version.knobs["hint"] = hint
+                new.history.append(old)
+                new.active.CopyFrom(version)
+                new.next_version += 1
+                new.has_acc = False
+            return new
+
+        return await self.bucket.update(slot_key(slot_id), update)
 
     async def record_acc(self, slot_id: str, acc: float, round_: int) -> TaskSlot:
         """Remember the active version's latest acc and round."""

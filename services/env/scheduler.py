@@ -47,6 +47,11 @@ def candidate_key(slot_id: str, version: int) -> str:
     return f"{slot_id}/v{version}"
 
 
+EVAL_SPLITS = ("heldout", "ood", "live_heldout")
+"""Splits rolled out in evaluation rounds, never trained on (``live_heldout``: real failures kept
+aside to measure whether they get fixed, `policy/success_live_heldout`)."""
+
+
 def candidate_released(released: Sequence[str], slot_id: str, version: int) -> bool:
     """Has a rollout job for this pending candidate been published already (sync or async)?
 
@@ -166,9 +171,13 @@ class Scheduler:
             if slot.HasField("pending") and not candidate_released(state.candidate_jobs, slot.slot_id,
                                                                    slot.pending.version):
                 jobs.append(self._job(round_, slot, slot.pending, True, min_policy_version, rng))
+        for slot in every:  # a live task waiting for admission: its own G rollouts decide (acceptance.live_verdict)
+            if slot.split == "live_pending" and not candidate_released(state.candidate_jobs, slot.slot_id,
+                                                                       slot.active.version):
+                jobs.append(self._job(round_, slot, slot.active, True, min_policy_version, rng))
         if self.is_eval_round(round_):
             for slot in every:
-                if slot.split in ("heldout", "ood"):
+                if slot.split in EVAL_SPLITS:
                     jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng,
                                           self.cfg.eval_group_size))
         for job in jobs:

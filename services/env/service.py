@@ -9,16 +9,19 @@ import grpc
 from rlanything.v1 import env_pb2_grpc
 from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
 from rlanything.v1.events_pb2 import ModelVersion, TaskReport
+from rlanything.v1.ingest_pb2 import LiveTaskCandidate
 
 from services.common.bus import Consumer, Delivery, EventBus
 from services.common.config import EnvServiceConfig, RunConfig
-from services.common.kv import ProtoBucket
+from services.common.kv import ProtoBucket, open_bucket
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.env.adaptation import Adaptation
 from services.env.families.base import TaskFamily
 from services.env.families.registry import build_family
+from services.env.families.live import LiveFamily
 from services.env.grpc_service import SERVICE_NAME, EnvironmentServicer
+from services.env.live_tasks import LiveTasks
 from services.env.pool import TaskPool
 from services.env.proposer import ParametricProposer
 from services.env.scheduler import Scheduler
@@ -44,8 +47,15 @@ class EnvService(Service):
         models = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_models", ModelVersion)
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
                                    self.pool_ready, self.config.loop)
+        self.live: LiveTasks | None = None
+        live_family = self.families.get("live")
+        if isinstance(live_family, LiveFamily):  # tasks from a product's real failures (ingest)
+            self.live = LiveTasks(await open_bucket(bus.js, "live_tasks"), live_family, self.pool)
+            loaded = await self.live.load()
+            self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
+            self.log.info("live tasks loaded", extra={"tasks": loaded})
         self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold),
-                                     self.cfg.adaptation)
+                                     self.cfg.adaptation, self.live)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 
@@ -65,12 +75,20 @@ class EnvService(Service):
         return [(SERVICE_NAME, lambda s: env_pb2_grpc.add_EnvironmentServicer_to_server(servicer, s))]
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:
-        return [
+        live = [] if self.live is None else [
+            bus.consumer(stream="INGEST", durable="env-live-candidates", subject=f"{Subjects.INGEST_CANDIDATE}.>",
+                         message_type=LiveTaskCandidate, handler=self._on_candidate)]
+        return live + [
             bus.consumer(stream="REPORTS", durable="env-task-reports", subject=Subjects.CRITIC_TASK,
                          message_type=TaskReport, handler=self._on_report),
             bus.consumer(stream="MODELS", durable="env-model-versions", subject="rla.models.>",
                          message_type=ModelVersion, handler=self.scheduler.on_model_version),
         ]
+
+    async def _on_candidate(self, candidate: LiveTaskCandidate, delivery: Delivery) -> None:
+        await self.pool_ready.wait()
+        assert self.live is not None
+        await self.live.on_candidate(candidate, delivery)
 
     async def _on_report(self, report: TaskReport, delivery: Delivery) -> None:
         await self.pool_ready.wait()

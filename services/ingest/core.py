@@ -7,7 +7,8 @@ compare-and-set, so a retry after a crash at any point stores each thing once. N
 stored, published or logged: texts are redacted before the first write, user ids are HMACs.
 
 Subjects: ``rla.ingest.episode.<tenant>`` (IngestEpisode), ``rla.ingest.feedback.<tenant>``
-(Feedback), ``rla.ingest.settled.<tenant>`` (SettledEpisode), and at settling the episode's
+(Feedback), ``rla.ingest.settled.<tenant>`` (SettledEpisode), ``rla.ingest.candidate.<tenant>``
+(LiveTaskCandidate: a real failure with a reference, `candidates.task_candidate`), and at settling the episode's
 `Trajectory` on ``rla.traj.live.completed.<tenant>`` (`trajectories.to_trajectory`: one step per
 assistant turn, captured completions from ``rla.ingest.completion.<tenant>.<episode>`` joined in).
 """
@@ -33,8 +34,9 @@ from services.common.streams import Subjects
 from services.ingest.episodes import (IngestError, advance, decide_upsert, new_record, place_feedback,
                                       redact_episode, redact_feedback, status_of, user_hash, validate_episode,
                                       validate_feedback)
-from services.ingest.telemetry import (CAPTURES, ERASED, FEEDBACK_DELAY, LIVE_TURNS, OPEN_EPISODES, REDACTIONS,
+from services.ingest.telemetry import (CANDIDATES, CAPTURES, ERASED, FEEDBACK_DELAY, LIVE_TURNS, OPEN_EPISODES, REDACTIONS,
                                        REFUSED, REQUESTS, SETTLED)
+from services.ingest.candidates import task_candidate
 from services.ingest.trajectories import to_trajectory
 
 __all__ = ["IngestCore"]
@@ -329,6 +331,7 @@ class IngestCore:
         its keys in the episode, waiting-feedback and capture buckets."""
         subjects = [("INGEST", f"{Subjects.INGEST_EPISODE}.{tenant}"), ("INGEST", f"{Subjects.INGEST_FEEDBACK}.{tenant}"),
                     ("INGEST", f"{Subjects.INGEST_SETTLED}.{tenant}"), ("INGEST", f"{Subjects.INGEST_COMPLETION}.{tenant}.>"),
+                    ("INGEST", f"{Subjects.INGEST_CANDIDATE}.{tenant}"),
                     ("TRAJ", f"{Subjects.TRAJ_LIVE}.{tenant}"), ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}")]
         messages = 0
         for stream, subject in subjects:
@@ -396,6 +399,13 @@ class IngestCore:
                 traj_ack = await self.bus.publish(f"{Subjects.TRAJ_LIVE}.{tenant}", live.trajectory,
                                                   msg_id=live.trajectory.trajectory_id)
                 new.traj_seqs.append(traj_ack.seq)
+                candidate = task_candidate(settled, now)
+                if candidate is not None:  # its msg id is its content hash: the same failure twice is stored once
+                    cand_ack = await self.bus.publish(f"{Subjects.INGEST_CANDIDATE}.{tenant}", candidate,
+                                                      msg_id=f"cand/{tenant}/{candidate.candidate_id}")
+                    CANDIDATES.labels("duplicate" if cand_ack.duplicate else "published").inc()
+                    if not cand_ack.duplicate:
+                        new.stream_seqs.append(cand_ack.seq)
             try:
                 await self.episodes.kv.update(key, new.SerializeToString(), last=revision)
             except KeyWrongLastSequenceError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-__all__ = ["REQUESTS", "REFUSED", "REDACTIONS", "SETTLED", "FEEDBACK_DELAY", "OPEN_EPISODES", "ERASED", "CAPTURES",
+__all__ = ["CANDIDATES", "REQUESTS", "REFUSED", "REDACTIONS", "SETTLED", "FEEDBACK_DELAY", "OPEN_EPISODES", "ERASED", "CAPTURES",
            "LIVE_TURNS"]
 
 REQUESTS = Counter("rla_ingest_requests_total", "Requests answered, by tenant, kind (episode, feedback) and "
@@ -25,3 +25,5 @@ LIVE_TURNS = Counter("rla_ingest_live_turns_total", "Assistant turns of publishe
                      "policy served them (served: token ids and log-probs captured; retokenized: captured, but redaction "
                      "changed the text so its ids were dropped; foreign: no capture, another model, or text the "
                      "product changed).", ["kind"])
+CANDIDATES = Counter("rla_ingest_task_candidates_total", "Live failures offered as environment tasks, by outcome "
+                     "(published, duplicate: the same failure within the duplicate window).", ["outcome"])

@@ -60,7 +60,7 @@ MARK_TTL_S = next(s.max_age_s for s in STREAMS if s.name == "TRAJ")
 _KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 _VOTE_NAME = {1: "good", -1: "bad", 0: "invalid"}
 M = TypeVar("M", bound=Message)
-EVAL_SPLITS = frozenset({"heldout", "ood"})
+EVAL_SPLITS = frozenset({"heldout", "ood", "live_heldout"})
 """Trajectory splits that only measure the policy (see ``reward.judge_eval``)."""
 
 

@@ -14,7 +14,9 @@ __all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "EnvServiceCon
 class FamilyConfig(StrictModel):
     """One task family of the pool and the seed tasks it starts with."""
 
-    type: Literal["gym_text", "textworld", "reasoning_gym"] = Field(description="Task family adapter.")
+    type: Literal["gym_text", "textworld", "reasoning_gym", "live"] = Field(
+        description="Task family adapter ('live': tasks from a product's real failures, added at run time by the "
+                    "ingest service; it seeds no slots).")
     knobs: dict[str, float] = Field(description="Difficulty knobs of the seed tasks, e.g. {size: 4, hole_prob: 0.2}.")
     train_slots: int = Field(8, ge=0, description="Slots trained on (their variants evolve).")
     heldout_slots: int = Field(0, ge=0, description="Slots never trained on, same knobs (evaluation).")

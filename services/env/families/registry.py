@@ -21,6 +21,10 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
         from services.env.families.gym_text import FrozenLakeFamily
 
         family = FrozenLakeFamily(view=cfg.observation)
+    elif cfg.type == "live":
+        from services.env.families.live import LiveFamily
+
+        family = LiveFamily()
     elif cfg.type == "reasoning_gym":
         from services.env.families.reasoning_gym_family import ReasoningGymFamily
 

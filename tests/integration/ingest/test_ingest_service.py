@@ -282,3 +282,24 @@ async def test_a_tenant_purges_everything_of_its_own_and_nothing_of_another(spaw
     assert set(traj.state.subjects) == {"rla.traj.live.completed.other"}
     assert client.get("/v1/ingest/episodes/a-0", headers=HEADERS).status_code == 404
     assert client.get("/v1/ingest/episodes/o-0", headers=other).json()["state"] == "STATE_SETTLED"
+
+
+async def test_two_users_with_the_same_failure_give_one_task_candidate(spawn_service, bus) -> None:
+    _, client = start(spawn_service)
+    for i, user in enumerate(["u1", "u2"]):
+        body = episode(f"fail-{i}", ended=True, user=user)
+        body["consent"]["taskGeneration"] = True
+        body["outcome"] = {"value": -1, "source": "OUTCOME_SOURCE_REFERENCE_CHECK", "reference": "42"}
+        assert client.post("/v1/ingest/episodes", headers=HEADERS, json=body).status_code == 202
+    no_consent = episode("fail-2", ended=True)
+    no_consent["outcome"] = {"value": -1, "source": "OUTCOME_SOURCE_USER", "reference": "42"}
+    client.post("/v1/ingest/episodes", headers=HEADERS, json=no_consent)
+    for i in range(3):
+        assert wait_state(client, f"fail-{i}", "STATE_SETTLED")["state"] == "STATE_SETTLED"
+    info = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.candidate.>")
+    assert info.state.subjects == {"rla.ingest.candidate.acme": 1}
+    sub = await bus.js.subscribe("rla.ingest.candidate.acme", stream="INGEST", ordered_consumer=True)
+    cand = ingest_pb2.LiveTaskCandidate.FromString((await sub.next_msg(timeout=5)).data)
+    await sub.unsubscribe()
+    assert (cand.reference, cand.task_type, cand.source_trajectory_id) == ("42", "arithmetic", "live/acme/fail-0")
+    assert cand.prompt == "[user]\n<<<\nWhat is 17 + 25?\n>>>"
