@@ -50,7 +50,8 @@ class EnvService(Service):
         self.live: LiveTasks | None = None
         live_family = self.families.get("live")
         if isinstance(live_family, LiveFamily):  # tasks from a product's real failures (ingest)
-            self.live = LiveTasks(await open_bucket(bus.js, "live_tasks"), live_family, self.pool)
+            self.live = LiveTasks(await open_bucket(bus.js, "live_tasks"), live_family, self.pool,
+                                  self.cfg.live_heldout_every)
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
             self.log.info("live tasks loaded", extra={"tasks": loaded})

@@ -90,3 +90,7 @@ class EnvServiceConfig(ServiceConfig):
     max_sessions: int = Field(4096, ge=1, description="Open sessions at most (oldest idle ones expire first).")
     cache_dir: str = Field(".cache/env", description="Where generated games are cached (by knobs and seed).")
     pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")
+    live_heldout_every: int = Field(
+        10, ge=0, description="Family 'live': every n-th admitted real failure (by content hash) is held out, never "
+                              "trained on, and measures whether failures get fixed (policy/success_live_heldout); "
+                              "0 = none held out.")
