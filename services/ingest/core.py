@@ -9,7 +9,7 @@ stored, published or logged: texts are redacted before the first write, user ids
 Subjects: ``rla.ingest.episode.<tenant>`` (IngestEpisode), ``rla.ingest.feedback.<tenant>``
 (Feedback), ``rla.ingest.settled.<tenant>`` (SettledEpisode), ``rla.ingest.candidate.<tenant>``
 (LiveTaskCandidate: a real failure with a reference, `candidates.task_candidate`), and at settling the episode's
-`Trajectory` on ``rla.traj.live.completed.<tenant>`` (`trajectories.to_trajectory`: one step per
+`Trajectory` on ``rla.traj.live.completed.<tenant>.<episode>`` (`trajectories.to_trajectory`: one step per
 assistant turn, captured completions from ``rla.ingest.completion.<tenant>.<episode>`` joined in).
 """
 
@@ -295,12 +295,14 @@ class IngestCore:
                 except JsNotFoundError:
                     pass  # already gone (the stream's own max_age, or an earlier erasure)
         tenant, episode_id = record.episode.tenant, record.episode.episode_id
-        subject = f"{Subjects.INGEST_COMPLETION}.{tenant}.{escape_id(episode_id)}"
-        info = await self.bus.js.stream_info("INGEST", subjects_filter=subject)
-        captured = sum((info.state.subjects or {}).values())
-        if captured:
-            await self.bus.js.purge_stream("INGEST", subject=subject)
-            deleted += captured
+        ep = escape_id(episode_id)  # one subject per episode: its captures, and its judged trajectory
+        for stream, subject in (("INGEST", f"{Subjects.INGEST_COMPLETION}.{tenant}.{ep}"),
+                                ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.{ep}")):
+            info = await self.bus.js.stream_info(stream, subjects_filter=subject)
+            n = sum((info.state.subjects or {}).values())
+            if n:
+                await self.bus.js.purge_stream(stream, subject=subject)
+                deleted += n
         await self._drop_captures(tenant, episode_id, list(await self._captures_of(tenant, episode_id)))
         await self.episodes.kv.purge(key)
         return deleted
@@ -332,7 +334,7 @@ class IngestCore:
         subjects = [("INGEST", f"{Subjects.INGEST_EPISODE}.{tenant}"), ("INGEST", f"{Subjects.INGEST_FEEDBACK}.{tenant}"),
                     ("INGEST", f"{Subjects.INGEST_SETTLED}.{tenant}"), ("INGEST", f"{Subjects.INGEST_COMPLETION}.{tenant}.>"),
                     ("INGEST", f"{Subjects.INGEST_CANDIDATE}.{tenant}"),
-                    ("TRAJ", f"{Subjects.TRAJ_LIVE}.{tenant}"), ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}")]
+                    ("TRAJ", f"{Subjects.TRAJ_LIVE}.{tenant}.>"), ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.>")]
         messages = 0
         for stream, subject in subjects:
             info = await self.bus.js.stream_info(stream, subjects_filter=subject)
@@ -396,7 +398,8 @@ class IngestCore:
                 new.stream_seqs.append(ack.seq)
                 captures = await self._captures_of(tenant, record.episode.episode_id)
                 live = to_trajectory(settled, captures)
-                traj_ack = await self.bus.publish(f"{Subjects.TRAJ_LIVE}.{tenant}", live.trajectory,
+                traj_ack = await self.bus.publish(f"{Subjects.TRAJ_LIVE}.{tenant}.{escape_id(record.episode.episode_id)}",
+                                                  live.trajectory,
                                                   msg_id=live.trajectory.trajectory_id)
                 new.traj_seqs.append(traj_ack.seq)
                 candidate = task_candidate(settled, now)

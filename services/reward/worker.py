@@ -1,6 +1,6 @@
 """Judge workers: completed trajectories in (rla.traj.completed), judged trajectories out; live
-trajectories (rla.traj.live.completed.<tenant>, durable ``reward-judges-live``) are judged with the
-chat rubric and go out on rla.traj.live.judged.<tenant>.
+trajectories (rla.traj.live.completed.<tenant>.<episode>, durable ``reward-judges-live``) are judged
+with the chat rubric and go out on rla.traj.live.judged.<tenant>.<episode>.
 
 Per trajectory (durable consumer ``reward-judges`` on the TRAJ log): skip it when the marks
 bucket says it was judged already → judge every step m times → publish `JudgedTrajectory` on
@@ -41,7 +41,7 @@ from rlanything.v1.events_pb2 import JudgedTrajectory, StepJudgement, Trajectory
 
 from services.common.bus import Delivery, EventBus
 from services.common.errors import InvalidEventError
-from services.common.kv import open_bucket
+from services.common.kv import escape_id, open_bucket
 from services.common.streams import STREAMS, Subjects
 from services.reward.batcher import JudgeBatcher, Judged
 from services.reward.judges import steps_of
@@ -145,7 +145,8 @@ class TrajectoryJudger:
                 if label and judgement.votes:
                     m = judgement.mean_vote
                     LIVE_AGREEMENT.labels("tie" if m == 0 else "yes" if (m > 0) == (label > 0) else "no").inc()
-        subject = f"{Subjects.TRAJ_LIVE_JUDGED}.{t.tenant}" if live else Subjects.TRAJ_JUDGED
+        # one subject per live episode (…<tenant>.<escaped episode id>): erasing a user purges it
+        subject = f"{Subjects.TRAJ_LIVE_JUDGED}.{t.tenant}.{escape_id(t.episode_id)}" if live else Subjects.TRAJ_JUDGED
         ack = await self.bus.publish(subject, event, msg_id=judged_msg_id(t.trajectory_id))
         await self.marks.mark(t.trajectory_id, judged.model_version)
         TRAJECTORIES.labels("duplicate" if ack.duplicate else "judged").inc()

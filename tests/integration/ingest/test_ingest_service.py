@@ -238,7 +238,7 @@ async def test_settled_episode_becomes_a_live_trajectory_with_captured_turns_joi
                 json={"feedbackId": "o9", "episodeId": "ep-9", "kind": "KIND_OUTCOME", "value": 1})
     assert wait_state(client, "ep-9", "STATE_SETTLED")["state"] == "STATE_SETTLED"
 
-    sub = await bus.js.subscribe("rla.traj.live.completed.acme", stream="TRAJ", ordered_consumer=True)
+    sub = await bus.js.subscribe("rla.traj.live.completed.acme.>", stream="TRAJ", ordered_consumer=True)
     traj = Trajectory.FromString((await sub.next_msg(timeout=5)).data)
     await sub.unsubscribe()
     (step,) = traj.steps
@@ -279,7 +279,7 @@ async def test_a_tenant_purges_everything_of_its_own_and_nothing_of_another(spaw
     ingest = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
     assert set(ingest.state.subjects) == {"rla.ingest.episode.other", "rla.ingest.settled.other"}
     traj = await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")
-    assert set(traj.state.subjects) == {"rla.traj.live.completed.other"}
+    assert set(traj.state.subjects) == {"rla.traj.live.completed.other.o-0"}
     assert client.get("/v1/ingest/episodes/a-0", headers=HEADERS).status_code == 404
     assert client.get("/v1/ingest/episodes/o-0", headers=other).json()["state"] == "STATE_SETTLED"
 

@@ -69,7 +69,8 @@ async def test_captured_completions_are_redacted_and_never_change_the_answer(
     everything = b"".join(m for m in [capture.SerializeToString()]) + policy.log_path.read_bytes()
     assert b"jane.canary@example.org" not in everything
 
-    # NATS down: answers go on, with the same body; the capture is dropped and counted.
+    # No ingest service runs in this test at all (capture depends on NATS only), and now NATS is
+    # down too: answers go on, with the same body; the capture is dropped and counted.
     nats_server.stop()
     during = ask(**{"X-RLA-Episode": "conv-3", "X-RLA-Consent": "training"})
     assert during.parse().choices[0].message.content == plain.parse().choices[0].message.content

@@ -32,7 +32,7 @@ async def test_a_settled_live_episode_is_judged_with_the_chat_rubric(spawn_servi
                 json={"feedbackId": "out-1", "episodeId": "chat-1", "kind": "KIND_OUTCOME", "value": -1})
     assert wait_state(client, "chat-1", "STATE_SETTLED")["state"] == "STATE_SETTLED"
 
-    (judged,) = await events(bus, f"{Subjects.TRAJ_LIVE_JUDGED}.acme", "TRAJ", 1, JudgedTrajectory, timeout_s=60)
+    (judged,) = await events(bus, f"{Subjects.TRAJ_LIVE_JUDGED}.acme.>", "TRAJ", 1, JudgedTrajectory, timeout_s=60)
     assert judged.trajectory.trajectory_id == "live/acme/chat-1" and len(judged.judgements) == 2
     first = judged.judgements[0]
     assert len(first.votes) == 3 and all(v.value in (-1, 0, 1) for v in first.votes)
@@ -59,3 +59,6 @@ async def test_a_settled_live_episode_is_judged_with_the_chat_rubric(spawn_servi
     assert entry["skipped"] == {"not_served": 2}
     baselines = await bus.js.key_value("critic_live")
     assert (await baselines.get("acme.arithmetic")).value  # the record exists (seen ids, baseline)
+    # Erasing the user removes the judged live trajectory too (one subject per episode).
+    assert client.delete("/v1/ingest/users/user-1", headers=HEADERS).json()["episodes_erased"] == 1
+    assert not (await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")).state.subjects
