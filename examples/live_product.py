@@ -18,7 +18,7 @@ reply = llm.chat.completions.with_raw_response.create(
     model="policy", messages=[{"role": "user", "content": question}], max_tokens=16,
     extra_headers={"X-RLA-Episode": episode, "X-RLA-Turn": "t1", "X-RLA-Consent": "training,tasks"})
 answer = reply.parse()
-print("captured:", reply.headers["X-RLA-Capture"], "| answer:", answer.choices[0].message.content)
+print("captured:", reply.headers["X-RLA-Capture"], "| answer:", repr(answer.choices[0].message.content))
 transcript = {"episodeId": episode, "revision": 0, "ended": True, "userRef": "user-42",
               "consent": {"training": True}, "taskType": "arithmetic",
               "messages": [{"role": "user", "content": question},

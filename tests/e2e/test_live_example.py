@@ -30,10 +30,11 @@ def test_the_product_example_is_captured_stored_and_redacted(tmp_path: Path) -> 
         out = subprocess.run([sys.executable, str(ROOT / "examples" / "live_product.py"), endpoints["openai"],
                               endpoints["ingest"], "demo-key-change-me"], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        lines = out.stdout.splitlines()
-        assert lines[0].startswith("captured: queued | answer:")
-        assert "STATUS_ACCEPTED" in lines[1] and "STATUS_APPLIED" in lines[2]
-        assert "'state': 'STATE_CLOSED'" in lines[3] and "'redactions': {'EMAIL': 1}" in lines[3]
+        lines = {line.split(":", 1)[0]: line for line in out.stdout.splitlines()}  # one line each (answer as repr)
+        assert lines["captured"].startswith("captured: queued | answer:")
+        assert "STATUS_ACCEPTED" in lines["episode"] and "STATUS_APPLIED" in lines["feedback"]
+        assert "'state': 'STATE_CLOSED'" in lines["state"] and "'redactions': {'EMAIL': 1}" in lines["state"]
+        assert len(out.stdout.splitlines()) == 4, out.stdout
 
         async def stored() -> tuple[dict[str, int], bytes]:
             bus = await EventBus.connect(NatsConfig(url=manifest["nats_url"]), ConsumerConfig(), name="check")
