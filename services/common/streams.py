@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["StreamSpec", "Subjects", "STREAMS", "DLQ_PREFIX", "dlq_subject"]
+__all__ = ["StreamSpec", "Subjects", "STREAMS", "DLQ_PREFIX", "dlq_subject", "EVAL_SPLITS"]
+
+EVAL_SPLITS = frozenset({"heldout", "ood", "live_heldout"})
+"""Task splits that only measure the policy: rolled out in evaluation rounds, never trained on
+(``live_heldout``: real failures kept aside, `policy/success_live_heldout`). Shared by the env's
+scheduler and the judge workers, which leave such rollouts unjudged."""
 
 
 class Subjects:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["fence"]
+import re
+
+__all__ = ["fence", "EXTERNAL_ID"]
+
+EXTERNAL_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+"""What an id chosen by a product may look like (episode, turn, feedback ids): 1-128 characters
+of ``[A-Za-z0-9._:-]`` — no spaces, and no '@', so an e-mail address is never an id."""
 
 
 def fence(text: str) -> str:

@@ -26,7 +26,7 @@ from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL
 from services.common.bus import Delivery, EventBus
 from services.common.config import LoopConfig, SchedulerConfig
 from services.common.kv import ProtoBucket
-from services.common.streams import Subjects
+from services.common.streams import EVAL_SPLITS, Subjects
 from services.env.pool import TaskPool
 from services.env.slots import ref_of
 
@@ -45,11 +45,6 @@ def round_ready(next_round: int, policy_round: int, reward_round: int) -> bool:
 def candidate_key(slot_id: str, version: int) -> str:
     """How `SchedulerState.candidate_jobs` names a pending candidate: ``<slot_id>/v<version>``."""
     return f"{slot_id}/v{version}"
-
-
-EVAL_SPLITS = ("heldout", "ood", "live_heldout")
-"""Splits rolled out in evaluation rounds, never trained on (``live_heldout``: real failures kept
-aside to measure whether they get fixed, `policy/success_live_heldout`)."""
 
 
 def candidate_released(released: Sequence[str], slot_id: str, version: int) -> bool:

@@ -63,7 +63,7 @@ class IngestCore:
         self.captures = captures
         self.clock = clock
         self.redactor = RegexRedactor(cfg.redaction.patterns, cfg.redaction.deny)
-        self._keys = {t.resolved_key(): name for name, t in cfg.tenants.items() if t.resolved_key()}
+        self._keys = cfg.tenant_keys()
         self.open_counts: Counter[str] = Counter()
 
     @classmethod

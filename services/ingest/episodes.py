@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from dataclasses import dataclass
 
 from rlanything.v1.ingest_pb2 import EpisodeRecord, EpisodeStatus, Feedback, IngestAck, IngestEpisode
 
 from services.common.redaction import Placeholders, Redactor, redact_texts
+from services.common.text import EXTERNAL_ID
 
 __all__ = ["IngestError", "validate_episode", "validate_feedback", "redact_episode", "redact_feedback",
            "content_hash", "user_hash", "decide_upsert", "new_record", "place_feedback", "advance", "status_of",
            "ROLES"]
 
 ROLES = ("system", "user", "assistant", "tool")
-_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 State = EpisodeStatus.State
 Status = IngestAck.Status
 
@@ -43,7 +42,7 @@ class IngestError(Exception):
 
 
 def _check_id(value: str, field: str) -> None:
-    if not _ID.fullmatch(value):
+    if not EXTERNAL_ID.fullmatch(value):
         raise IngestError(422, f"{field} must be 1-128 characters of [A-Za-z0-9._:-], got {value[:40]!r}", field)
 
 

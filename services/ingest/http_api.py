@@ -85,18 +85,22 @@ def build_app(core: IngestCore) -> FastAPI:
     async def healthz() -> dict:
         return {"status": "ok"}
 
+    async def authenticated(request: Request, message_type: type[M]) -> tuple[str, M]:
+        """The key's tenant (401 before the body is read) and the body, whose ``tenant`` must be
+        empty or that tenant (403)."""
+        bearer = _bearer(request)
+        core.tenant_of(bearer)
+        message = await _parse(request, message_type, json_limit)
+        return core.tenant_of(bearer, getattr(message, "tenant")), message
+
     @app.post("/v1/ingest/episodes", status_code=202)
     async def post_episode(request: Request) -> dict:
-        tenant = core.tenant_of(_bearer(request))
-        episode = await _parse(request, IngestEpisode, json_limit)
-        core.tenant_of(_bearer(request), episode.tenant)
+        tenant, episode = await authenticated(request, IngestEpisode)
         return _body(await core.record_episode(tenant, episode))
 
     @app.post("/v1/ingest/feedback", status_code=202)
     async def post_feedback(request: Request) -> dict:
-        tenant = core.tenant_of(_bearer(request))
-        feedback = await _parse(request, Feedback, json_limit)
-        core.tenant_of(_bearer(request), feedback.tenant)
+        tenant, feedback = await authenticated(request, Feedback)
         return _body(await core.record_feedback(tenant, feedback))
 
     @app.get("/v1/ingest/episodes/{episode_id}")

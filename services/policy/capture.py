@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from services.common.kv import escape_id
 from services.common.models.generation import Completion, Sampling
 from services.common.redaction import Placeholders, RedactionError, Redactor, redact_texts
 from services.common.streams import Subjects
+from services.common.text import EXTERNAL_ID
 
 __all__ = ["CaptureHeaderError", "CaptureTicket", "capture_ticket", "build_capture", "Capturer", "CAPTURES"]
 
@@ -42,7 +42,6 @@ log = logging.getLogger("rlanything.policy.capture")
 CAPTURES = Counter("rla_policy_captures_total", "Completion captures, by status (queued, published, "
                    "dropped_queue_full, failed_redaction, failed_publish, rejected_unknown_tenant, "
                    "rejected_no_consent).", ["status"])
-_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 class CaptureHeaderError(ValueError):
@@ -77,11 +76,11 @@ def capture_ticket(headers: Mapping[str, str], enabled: bool, keys: Mapping[str,
     episode = headers.get("x-rla-episode")
     if episode is None or not enabled:
         return None, "off"
-    if not _ID.fullmatch(episode):
+    if not EXTERNAL_ID.fullmatch(episode):
         raise CaptureHeaderError(f"X-RLA-Episode must be 1-128 characters of [A-Za-z0-9._:-], got {episode[:40]!r}",
                                  "X-RLA-Episode")
     turn = headers.get("x-rla-turn", "")
-    if turn and not _ID.fullmatch(turn):
+    if turn and not EXTERNAL_ID.fullmatch(turn):
         raise CaptureHeaderError(f"X-RLA-Turn must be 1-128 characters of [A-Za-z0-9._:-], got {turn[:40]!r}",
                                  "X-RLA-Turn")
     scheme, _, key = headers.get("authorization", "").partition(" ")

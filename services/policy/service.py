@@ -67,7 +67,7 @@ class PolicyService(Service):
             if self.cfg.capture.enabled:  # tenants and redaction rules are the run's `ingest:` ones
                 live = self.config.ingest
                 capturer = Capturer(RegexRedactor(live.redaction.patterns, live.redaction.deny), self.cfg.capture.queue_size)
-                keys = {t.resolved_key(): name for name, t in live.tenants.items() if t.resolved_key()}
+                keys = live.tenant_keys()
                 self.background.append(asyncio.create_task(capturer.run(bus), name="capture"))
             http = embedded_server(build_app(self.generator, self.source, capturer, keys), self.cfg.server.host, port)
             self.http = http

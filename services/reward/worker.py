@@ -42,7 +42,7 @@ from rlanything.v1.events_pb2 import JudgedTrajectory, StepJudgement, Trajectory
 from services.common.bus import Delivery, EventBus
 from services.common.errors import InvalidEventError
 from services.common.kv import escape_id, open_bucket
-from services.common.streams import STREAMS, Subjects
+from services.common.streams import EVAL_SPLITS, STREAMS, Subjects
 from services.reward.batcher import JudgeBatcher, Judged
 from services.reward.judges import steps_of
 from services.reward.votes import label_vote
@@ -60,8 +60,6 @@ MARK_TTL_S = next(s.max_age_s for s in STREAMS if s.name == "TRAJ")
 _KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 _VOTE_NAME = {1: "good", -1: "bad", 0: "invalid"}
 M = TypeVar("M", bound=Message)
-EVAL_SPLITS = frozenset({"heldout", "ood", "live_heldout"})
-"""Trajectory splits that only measure the policy (see ``reward.judge_eval``)."""
 
 
 def judged_msg_id(trajectory_id: str) -> str:

@@ -66,6 +66,11 @@ class IngestServiceConfig(ServiceConfig):
                                  description="JetStream KV bucket of captured completions waiting for their episode.")
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
 
+    def tenant_keys(self) -> dict[str, str]:
+        """Bearer key → tenant name, for every tenant whose key is set (the ingest API and the
+        policy's capture authenticate with the same keys)."""
+        return {t.resolved_key(): name for name, t in self.tenants.items() if t.resolved_key()}
+
     @model_validator(mode="after")
     def _tenant_names(self) -> "IngestServiceConfig":
         for name in self.tenants:

@@ -211,6 +211,20 @@ async def test_grpc_front_door_and_a_sigkill_loses_no_posted_episode(spawn_servi
         assert client2.get(f"/v1/ingest/episodes/k-{i}", headers=HEADERS).json()["state"] == "STATE_OPEN"
     status = stub.GetEpisode(ingest_pb2.GetEpisodeRequest(episode_id="g-1"), metadata=auth, timeout=10)
     assert status.messages == 1
+    # Every other method of the contract, over gRPC too.
+    fb = ingest_pb2.Feedback(feedback_id="gf-1", episode_id="g-1", kind=ingest_pb2.Feedback.KIND_THUMBS, value=1)
+    ack = stub.RecordFeedback(ingest_pb2.RecordFeedbackRequest(feedback=fb), metadata=auth, timeout=10)
+    assert ack.status == ingest_pb2.IngestAck.STATUS_APPLIED
+    with pytest.raises(grpc.RpcError) as err:
+        stub.GetEpisode(ingest_pb2.GetEpisodeRequest(episode_id="nope"), metadata=auth, timeout=10)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    erased = stub.EraseUser(ingest_pb2.EraseUserRequest(user_ref="user-1"), metadata=auth, timeout=10)
+    assert erased.episodes_erased == 5  # the k-* episodes (user-1); g-1 has no user
+    purged = stub.PurgeTenant(ingest_pb2.PurgeTenantRequest(), metadata=auth, timeout=10)
+    assert purged.keys_deleted == 1  # g-1's record
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PurgeTenant(ingest_pb2.PurgeTenantRequest(tenant="other"), metadata=auth, timeout=10)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
 async def test_settled_episode_becomes_a_live_trajectory_with_captured_turns_joined(spawn_service, bus) -> None:
