@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,11 +37,57 @@ def die_with_parent() -> None:
         pass
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the OS picks it)."""
+_PORT_FLOOR = 20000
+"""Lowest port `free_port` hands out (below it sit many well-known service ports)."""
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux; else IANA's)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 49152, 65535
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now, that this process has not handed out before.
+
+    Ports come from below the kernel's ephemeral range, so an outgoing connection made between
+    this call and the server's bind cannot take the port (OS-picked ports, from `bind(0)`, come
+    from that range, and may repeat a port handed out a moment ago). Falls back to an OS pick
+    when the range leaves no room below it.
+
+    Raises:
+        OSError: when no port can be bound at all.
+    """
+    low, _high = _ephemeral_range()
+    rng = random.SystemRandom()
+    if low - _PORT_FLOOR >= 1000:
+        for _ in range(200):
+            port = rng.randrange(_PORT_FLOOR, low)
+            if port not in _handed_out and _bindable(host, port):
+                _handed_out.add(port)
+                return port
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise OSError(f"no free TCP port on {host}")
 
 
 def find_nats_server() -> str:
