@@ -16,6 +16,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 console = Console(stderr=True)
 
 ConfigArg = Annotated[Optional[Path], typer.Argument(help="Run config YAML (default: built-in defaults).")]
+FailFastOpt = Annotated[bool, typer.Option("--fail-fast", help="Stop everything when any process exits "
+                                                                  "(default: restart it, as Kubernetes would).")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Dotted override, e.g. policy.server.grpc_port=50052.")]
 
 
@@ -32,10 +34,13 @@ def up(
     config: ConfigArg = None,
     overrides: SetOpt = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/<name>-<time>).")] = None,
+    fail_fast: FailFastOpt = False,
 ) -> None:
     """Start NATS and every service locally, each in its own process, until Ctrl-C.
 
-    Exits 0 after Ctrl-C/SIGTERM, 1 when a service dies or never becomes healthy, 2 on a bad config.
+    A process that exits is restarted (launcher.restart: back-off, budget); with --fail-fast the
+    first exit stops everything. Exits 0 after Ctrl-C/SIGTERM, 1 when a service dies beyond its
+    restart budget (or at once with --fail-fast) or never becomes healthy, 2 on a bad config.
     """
     from services.run.launcher import Launcher, new_run_dir
 
@@ -44,7 +49,7 @@ def up(
         run_dir = new_run_dir(run_config.launcher.runs_dir, run_config.run_name)
     else:
         (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    launcher = Launcher(run_config, run_dir, console)
+    launcher = Launcher(run_config, run_dir, console, fail_fast=fail_fast)
     try:
         launcher.start()
         launcher.watch()
@@ -61,12 +66,13 @@ def run(
     overrides: SetOpt = None,
     resume: Annotated[Optional[Path], typer.Option(help="Continue runs/<id> from its last completed round.")] = None,
     run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/<name>-<time>).")] = None,
+    fail_fast: FailFastOpt = False,
 ) -> None:
     """Run the closed loop: cold start (cached), NATS + four services, live progress, report.
 
     Writes runs/<id>/ with config.yaml, metrics.jsonl, report.md and PNG curves. Exits 0 when
     all ``loop.rounds`` rounds are done, 130 after Ctrl-C (resume with --resume),
-    1 when a service dies, 2 on a bad config.
+    1 when a service dies beyond its restart budget (at once with --fail-fast), 2 on a bad config.
     """
     from services.run.launcher import new_run_dir
     from services.run.coldstart import coldstart_judge, coldstart_policy
@@ -96,7 +102,7 @@ def run(
                 run_config.reward.model.source = coldstart_judge(run_config, say)
         target = run_dir or new_run_dir(run_config.launcher.runs_dir, run_config.run_name)
     try:
-        code = run_loop(run_config, target, console, resume=resume is not None)
+        code = run_loop(run_config, target, console, resume=resume is not None, fail_fast=fail_fast)
     except ServiceFailedError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None

@@ -202,6 +202,7 @@ class Trainer:
         metrics, uri = await self.learner.learn(self.role, samples, recompute_old, version,
                                                 latest.uri if latest else None)
         self.last_metrics = {**metrics, "version": float(version), "round": float(round_),
+                             "batches": float(len(keys)), "samples": float(len(samples)),
                              "live_samples": float(live_samples)}
         await self.versions.announce(self.role, version, uri, trained_on_round=round_, metrics=self.last_metrics)
         for key in keys:

@@ -6,21 +6,15 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import nats
-from google.protobuf.message import Message
-from nats.js.api import ConsumerConfig as JsConsumerConfig, DeliverPolicy
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from rlanything.v1.events_pb2 import ModelVersion, RoundMetrics, TaskPoolEvent
 from services.common.config import RunConfig, dump_config, load_config
 from services.common.errors import ServiceFailedError
-from services.common.streams import Subjects
 from services.run.launcher import Launcher
 from services.run.guards import format_collapse
 from services.run.monitor import subscribe_progress
@@ -61,46 +55,18 @@ def _status(config: RunConfig, progress: RunProgress, done: list[dict[str, float
                                 f"invalid answers {fmt('policy/invalid_answer_rate')}")
     table.add_row("variants", f"accepted {int(progress.accepted_total)}   versions: policy "
                               f"{progress.versions.get('policy', 0)}, reward {progress.versions.get('reward', 0)}")
+    if progress.restarts:
+        table.add_row("restarts", ", ".join(f"{name} ×{n}" for name, n in sorted(progress.restarts.items())))
     table.add_row("time", f"{time.monotonic() - started:.0f} s elapsed" + (f", ETA {eta:.0f} s" if eta else ""))
     return table
-
-
-async def _replay(url: str, progress: RunProgress) -> None:
-    """Feed what was published before this process started (resume): metrics, versions, pool events."""
-    nc = await nats.connect(url)
-    js = nc.jetstream()
-    replays: list[tuple[str, str, type[Message], Callable[[Any], None]]] = [
-        ("METRICS", Subjects.METRICS_ROUND, RoundMetrics, progress.on_metrics),
-        ("MODELS", "rla.models.>", ModelVersion, progress.on_version),
-        ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent, progress.on_pool)]
-    for stream, subject, message_type, sink in replays:
-        try:
-            sub = await js.pull_subscribe(subject, durable=None, stream=stream,
-                                          config=JsConsumerConfig(filter_subject=subject,
-                                                                  deliver_policy=DeliverPolicy.ALL))
-        except nats.js.errors.NotFoundError:
-            continue
-        while True:
-            try:
-                msgs = await sub.fetch(256, timeout=0.5)
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
-                break
-            for m in msgs:
-                sink(message_type.FromString(m.data))
-        await sub.unsubscribe()
-    await nc.close()
 
 
 async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console: Console, resume: bool) -> int:
     url = await asyncio.to_thread(launcher.start_nats)
     done = read_rounds(run_dir / "metrics.jsonl")
-    progress = RunProgress(first_round=len(done))
-    progress.accepted_total = done[-1].get("env/accepted_total", 0.0) if done else 0.0
-    if resume:
-        await _replay(url, progress)
-        progress.accepted_total = max(progress.accepted_total, 0.0)
-    nc = await nats.connect(url)
-    await subscribe_progress(nc, progress)
+    progress = RunProgress(first_round=len(done))  # the followers replay the store: a resume sees every round
+    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    watchers = await subscribe_progress(nc, progress)
     await asyncio.to_thread(launcher.start_services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -114,7 +80,8 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
     with Live(_status(config, progress, done, started), console=console, refresh_per_second=2) as live:
         while not stop.is_set() and (not rounds or next_round < rounds):
             await asyncio.sleep(0.25)
-            launcher.check_alive()
+            for restart in launcher.supervise():
+                progress.on_restart(restart.name, next_round)
             rp = progress.round(next_round)
             if rp.complete(config.loop.mode):
                 now = time.monotonic()
@@ -141,13 +108,17 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
         console.print(f"[yellow]interrupted[/yellow] during round {next_round}; continue with "
                       f"`rlanything run --resume {run_dir}`")
         code = 130
+    for w in watchers:
+        if isinstance(w, asyncio.Task):
+            w.cancel()
     await nc.close()
     return code
 
 
-def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = False) -> int:
+def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = False,
+             fail_fast: bool = False) -> int:
     """Run (or resume) the closed loop; returns the exit code (0 done, 3 answer format collapsed,
-    130 interrupted).
+    130 interrupted). A process that exits is restarted (``launcher.restart``) unless ``fail_fast``.
 
     Raises:
         ServiceFailedError: a service died, or a round exceeded ``launcher.round_timeout_s``.
@@ -155,7 +126,7 @@ def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = 
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     if not resume:
         (run_dir / USER_CONFIG).write_text(dump_config(config))
-    launcher = Launcher(config, run_dir, console, persistent_nats=True)
+    launcher = Launcher(config, run_dir, console, persistent_nats=True, fail_fast=fail_fast)
     wall = time.monotonic()
     try:
         code = asyncio.run(_follow(config, launcher, run_dir, console, resume))

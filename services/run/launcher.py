@@ -3,8 +3,12 @@
 Starts `nats-server -js` on a free loopback port with a temporary store, writes the resolved
 config (with the chosen ports) into the run directory, starts `python -m services.<name>
 --config runs/<id>/config.yaml` for each service with its output in `runs/<id>/logs/`, waits for
-every gRPC health check to say SERVING, then watches: a service that exits stops everything
-with a non-zero code; SIGINT/SIGTERM stops everything cleanly (SIGTERM, wait, SIGKILL).
+every gRPC health check to say SERVING, then supervises: a service (or the NATS server) that
+exits is started again with the same command, config and ports after a back-off, within a
+restart budget (`launcher.restart`, `services.run.supervision`); JetStream redelivers the work it
+had not acknowledged. With ``fail_fast`` (or ``launcher.restart.enabled: false``) the first exit
+stops everything with a non-zero code. SIGINT/SIGTERM stops everything cleanly (SIGTERM, wait,
+SIGKILL).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from services.common.errors import ServiceFailedError
 from services.common.grpc_runtime import check_health_sync
 from services.common.nats_server import NatsServer, die_with_parent, free_port
 from services.run.sources import fill_tiny_sources
+from services.run.supervision import Restart, RestartBook
 
 __all__ = ["Launcher", "ServiceProcess", "new_run_dir"]
 
@@ -58,7 +63,7 @@ class Launcher:
     """Starts NATS and the services of ``config.launcher.services``, watches them, stops them."""
 
     def __init__(self, config: RunConfig, run_dir: Path, console: Console | None = None,
-                 persistent_nats: bool = False) -> None:
+                 persistent_nats: bool = False, fail_fast: bool = False) -> None:
         self.config = config
         self.run_dir = run_dir
         self.persistent_nats = persistent_nats
@@ -67,6 +72,10 @@ class Launcher:
         self.nats: NatsServer | None = None
         self.services: list[ServiceProcess] = []
         self._stop_requested: int | None = None
+        policy = config.launcher.restart.model_copy(update={"enabled": False} if fail_fast else {})
+        self.book = RestartBook(policy)
+        """Every restart so far (`RestartBook.restarts`), for the progress display and the report."""
+        self._config_path: Path | None = None
 
     def start(self) -> None:
         """Start NATS and every service, then wait until all report SERVING.
@@ -106,18 +115,22 @@ class Launcher:
         self.resolved = resolved
         config_path = self.run_dir / "config.yaml"
         config_path.write_text(dump_config(resolved))
+        self._config_path = config_path
         for name in self.config.launcher.services:
             server_cfg = getattr(resolved, name).server
             log_path = self.run_dir / "logs" / f"{name}.log"
-            proc = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}", "--config", str(config_path)],
-                stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=die_with_parent,
-            )
             self.services.append(ServiceProcess(name, f"127.0.0.1:{server_cfg.grpc_port}",
-                                                server_cfg.metrics_port, log_path, proc))
+                                                server_cfg.metrics_port, log_path, self._spawn(name, log_path)))
         self._wait_healthy(self.config.launcher.health_timeout_s)
         self._write_manifest()
+
+    def _spawn(self, name: str, log_path: Path) -> subprocess.Popen[bytes]:
+        assert self._config_path is not None
+        return subprocess.Popen(
+            [sys.executable, "-m", f"services.{name}", "--config", str(self._config_path)],
+            stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=die_with_parent,
+        )
 
     def _wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -135,15 +148,56 @@ class Launcher:
                 time.sleep(0.1)
 
     def check_alive(self) -> None:
-        """Raise `ServiceFailedError` when a service process has exited."""
+        """Raise `ServiceFailedError` when a service process has exited (no restart)."""
         for svc in self.services:
             self._raise_if_exited(svc)
 
-    def _raise_if_exited(self, svc: ServiceProcess) -> None:
+    def supervise(self, now_s: float | None = None) -> list[Restart]:
+        """Start again every exited service (and the NATS server) whose back-off has passed.
+
+        Returns the restarts made by this call (also kept in ``self.book``).
+
+        Raises:
+            ServiceFailedError: a process exited and the restart policy allows no restart (disabled,
+                ``fail_fast``, or its ``max_restarts`` used up).
+        """
+        now = time.monotonic() if now_s is None else now_s
+        made: list[Restart] = []
+        if self.nats is not None and self.nats.proc is not None and self.nats.proc.poll() is not None:
+            code = self.nats.proc.returncode
+            at = self.book.exited("nats", code, now)
+            if at is None:
+                raise ServiceFailedError(f"nats-server exited with code {code} "
+                                         f"(restarts used: {self.book.count('nats')}); log {self.run_dir / 'logs' / 'nats.log'}")
+            if now >= at:  # same port, same store: clients reconnect, streams and consumers are kept
+                self.nats.start()
+                made.append(self._note(self.book.restarted("nats", now)))
+        for svc in self.services:
+            code = svc.proc.poll()
+            if code is None:
+                continue
+            at = self.book.exited(svc.name, code, now)
+            if at is None:
+                self._raise_if_exited(svc, f" (restarts used: {self.book.count(svc.name)})")
+            elif now >= at:
+                with open(svc.log_path, "ab") as log:
+                    log.write(f"--- restarted by the launcher after exit code {code}\n".encode())
+                svc.proc = self._spawn(svc.name, svc.log_path)
+                made.append(self._note(self.book.restarted(svc.name, now)))
+        if made:
+            self._write_manifest(quiet=True)
+        return made
+
+    def _note(self, restart: Restart) -> Restart:
+        self.console.print(f"[yellow]restarted {restart.name}[/yellow] after exit code {restart.exit_code} "
+                           f"(restart {restart.number} of {self.book.policy.max_restarts})", highlight=False)
+        return restart
+
+    def _raise_if_exited(self, svc: ServiceProcess, why: str = "") -> None:
         code = svc.proc.poll()
         if code is not None:
             tail = svc.log_path.read_text(errors="replace").splitlines()[-15:]
-            raise ServiceFailedError(f"service {svc.name} exited with code {code}; log {svc.log_path}:\n"
+            raise ServiceFailedError(f"service {svc.name} exited with code {code}{why}; log {svc.log_path}:\n"
                                      + "\n".join(f"  {line}" for line in tail))
 
     def endpoints(self) -> dict[str, str]:
@@ -156,17 +210,20 @@ class Launcher:
             out["ingest"] = f"http://127.0.0.1:{self.resolved.ingest.http_port}/v1/ingest"
         return out
 
-    def _write_manifest(self) -> None:
+    def _write_manifest(self, quiet: bool = False) -> None:
         assert self.nats is not None
         manifest = {
             "run_dir": str(self.run_dir),
             "nats_url": self.nats.url,
+            "nats_pid": self.nats.proc.pid if self.nats.proc else None,
             "launcher_pid": os.getpid(),
             "services": {s.name: {"address": s.address, "metrics_port": s.metrics_port,
                                   "pid": s.proc.pid, "log": str(s.log_path)} for s in self.services},
             "endpoints": self.endpoints(),
         }
         (self.run_dir / "services.json").write_text(json.dumps(manifest, indent=2))
+        if quiet:
+            return
         table = Table(title=f"RLAnything up — {self.run_dir}")
         for col in ("service", "gRPC", "metrics", "pid", "log"):
             table.add_column(col)
@@ -178,18 +235,20 @@ class Launcher:
         self.console.print(table)
         for name, url in self.endpoints().items():
             self.console.print(f"{name}: {url}")
-        self.console.print("[green]all services SERVING[/green] — Ctrl-C stops everything")
+        how = ("the first exit stops everything" if not self.book.policy.enabled else
+               f"an exited process restarts (at most {self.book.policy.max_restarts} times each)")
+        self.console.print(f"[green]all services SERVING[/green] — {how}; Ctrl-C stops everything")
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self._stop_requested = signum
 
     def watch(self, poll_s: float = 0.2) -> None:
-        """Block until a stop signal (returns) or a service exits (raises `ServiceFailedError`)."""
+        """Block until a stop signal (returns), restarting exited processes (`supervise`); raises
+        `ServiceFailedError` when one exits that the restart policy does not restart."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             while self._stop_requested is None:
-                for svc in self.services:
-                    self._raise_if_exited(svc)
+                self.supervise()
                 time.sleep(poll_s)
             self.console.print(f"received {signal.Signals(self._stop_requested).name}; stopping")
         finally:

@@ -1,40 +1,117 @@
-"""Feed `RunProgress` from the live event streams (core NATS subscriptions: no consumers,
-nothing acked, nothing taken from the services)."""
+"""Feed `RunProgress` from the event streams, without taking anything from the services.
+
+What a round's line in metrics.jsonl counts must not depend on whether a process restarted
+during the round, so everything counted comes from the limits-retention streams, read from their
+first message: trajectories and judgements (TRAJ, by message id, headers only), model versions
+(MODELS: what each trainer trained on, with its batch count), round metrics (METRICS) and the
+task pool's decisions (REPORTS). Each is read by a `StreamFollower`, a pull consumer without
+acks that, after any error (a NATS restart, a lost consumer), starts again after the last
+stream sequence it saw. Ids are de-duplicated by `RunProgress`, so a replay or a redelivery
+counts once. Only what the work-queue streams carry (rollout jobs and sample batches, deleted
+once consumed) is seen live, on core subscriptions: the display's "in flight" figures.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from rlanything.v1.events_pb2 import ModelVersion, RolloutJob, RoundMetrics, TaskPoolEvent
 
 from services.common.streams import Subjects
 from services.run.progress import RunProgress
 
-__all__ = ["subscribe_progress"]
+__all__ = ["subscribe_progress", "StreamFollower"]
+
+log = logging.getLogger("rlanything.run")
 
 
-async def subscribe_progress(nc: NATS, progress: RunProgress) -> list[object]:
-    """Subscribe ``progress`` to every event of the loop; returns the subscriptions."""
+class StreamFollower:
+    """Every message of ``subject`` in ``stream`` from the first on, to ``sink``, in order, once.
 
-    def by_id(kind: str):
-        async def handler(msg: Msg) -> None:
+    A pull consumer with ``AckPolicy.NONE`` (nothing acknowledged, nothing removed); when a fetch
+    fails for any reason but a timeout (NATS restarted, the consumer vanished, the stream is not
+    created yet) the follower waits ``retry_s`` seconds and creates a new consumer that starts
+    after the last stream sequence delivered. Messages at or below that sequence are skipped, so
+    a consumer whose state the broker lost in a crash (it then sends from an older sequence)
+    delivers nothing twice.
+    """
+
+    def __init__(self, nc: NATS, stream: str, subject: str, sink: Callable[[Msg], None],
+                 headers_only: bool = False, retry_s: float = 0.5) -> None:
+        self.nc = nc
+        self.stream = stream
+        self.subject = subject
+        self.sink = sink
+        self.headers_only = headers_only
+        self.retry_s = retry_s
+        self.last_sequence = 0
+        """Stream sequence of the last message handed to ``sink`` (0: none yet)."""
+
+    async def run(self) -> None:
+        """Follow until cancelled."""
+        js = self.nc.jetstream()
+        while True:
+            try:
+                sub = await js.pull_subscribe(self.subject, stream=self.stream, config=ConsumerConfig(
+                    filter_subject=self.subject, deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                    opt_start_seq=self.last_sequence + 1, ack_policy=AckPolicy.NONE,
+                    headers_only=self.headers_only or None, inactive_threshold=30.0))
+                while True:
+                    try:
+                        msgs = await sub.fetch(256, timeout=1.0)
+                    except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                        continue
+                    for m in msgs:
+                        sequence = m.metadata.sequence.stream
+                        if sequence <= self.last_sequence:
+                            continue  # a consumer that outlived a broker crash with older state re-sends
+                        self.sink(m)
+                        self.last_sequence = sequence
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure: start a new consumer after the last sequence
+                log.debug("stream follower restarts", extra={"stream": self.stream, "error": repr(exc)})
+                await asyncio.sleep(self.retry_s)
+
+
+async def subscribe_progress(nc: NATS, progress: RunProgress) -> list[Any]:
+    """Feed ``progress`` with every event of the loop; returns the subscriptions and follower tasks
+    (cancel the tasks to stop)."""
+
+    def by_id(kind: str) -> Callable[[Msg], None]:
+        def handler(msg: Msg) -> None:
             msg_id = (msg.headers or {}).get("Nats-Msg-Id")
             if msg_id:
                 progress.on_id(kind, msg_id)
         return handler
 
-    def decoded(message_type, sink):
-        async def handler(msg: Msg) -> None:
+    def decoded(message_type: Any, sink: Callable[[Any], None]) -> Callable[[Msg], None]:
+        def handler(msg: Msg) -> None:
             sink(message_type.FromString(msg.data))
         return handler
 
+    def live(handler: Callable[[Msg], None]) -> Callable[[Msg], Any]:
+        async def cb(msg: Msg) -> None:
+            handler(msg)
+        return cb
+
+    followers = [
+        StreamFollower(nc, "TRAJ", Subjects.TRAJ_COMPLETED, by_id("trajectories"), headers_only=True),
+        StreamFollower(nc, "TRAJ", Subjects.TRAJ_JUDGED, by_id("judged"), headers_only=True),
+        StreamFollower(nc, "MODELS", "rla.models.>", decoded(ModelVersion, progress.on_version)),
+        StreamFollower(nc, "METRICS", Subjects.METRICS_ROUND, decoded(RoundMetrics, progress.on_metrics)),
+        StreamFollower(nc, "REPORTS", Subjects.ENV_POOL, decoded(TaskPoolEvent, progress.on_pool)),
+    ]
     return [
-        await nc.subscribe(Subjects.ROLLOUT_JOBS, cb=decoded(RolloutJob, progress.on_job)),
-        await nc.subscribe(Subjects.TRAJ_COMPLETED, cb=by_id("trajectories")),
-        await nc.subscribe(Subjects.TRAJ_JUDGED, cb=by_id("judged")),
-        await nc.subscribe(Subjects.SAMPLES_POLICY, cb=by_id("policy_batches")),
-        await nc.subscribe(Subjects.SAMPLES_REWARD, cb=by_id("reward_batches")),
-        await nc.subscribe("rla.models.>", cb=decoded(ModelVersion, progress.on_version)),
-        await nc.subscribe(Subjects.METRICS_ROUND, cb=decoded(RoundMetrics, progress.on_metrics)),
-        await nc.subscribe(Subjects.ENV_POOL, cb=decoded(TaskPoolEvent, progress.on_pool)),
+        await nc.subscribe(Subjects.ROLLOUT_JOBS, cb=live(decoded(RolloutJob, progress.on_job))),
+        await nc.subscribe(Subjects.SAMPLES_POLICY, cb=live(by_id("policy_batches"))),
+        await nc.subscribe(Subjects.SAMPLES_REWARD, cb=live(by_id("reward_batches"))),
+        *[asyncio.create_task(f.run(), name=f"follow {f.stream} {f.subject}") for f in followers],
     ]

@@ -91,6 +91,8 @@ class RoundProgress:
     jobs: int = 0
     expected_trajectories: int = 0
     trajectories: set[str] = field(default_factory=set)
+    job_ids: set[str] = field(default_factory=set)
+    """Jobs with at least one trajectory (from the trajectories' ids ``<job id>/<index>``)."""
     judged: set[str] = field(default_factory=set)
     policy_batches: set[str] = field(default_factory=set)
     reward_batches: set[str] = field(default_factory=set)
@@ -99,6 +101,8 @@ class RoundProgress:
     """role → the trainer's metrics for this round."""
     env: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     finished_s: float | None = None
+    restarts: int = 0
+    """Processes the launcher restarted during this round (``launcher/restarts`` in the record)."""
     stamps: dict[str, float] = field(default_factory=dict)
     """first_job, last_trajectory, last_judged, groups_closed, trained_policy, trained_reward (monotonic s)."""
 
@@ -140,11 +144,14 @@ class RoundProgress:
             out.update({f"{role}/{k}": v for k, v in metrics.items()})
         out.update(self.env)
         out["env/accepted_total"] = accepted_total
-        out["counts/jobs"] = float(self.jobs)
+        out["launcher/restarts"] = float(self.restarts)
+        # From the durable streams (restarts change none of them); batches as each trainer trained
+        # them where a version names this round, else as seen live.
+        out["counts/jobs"] = float(len(self.job_ids))
         out["counts/trajectories"] = float(len(self.trajectories))
         out["counts/judged"] = float(len(self.judged))
-        out["counts/policy_batches"] = float(len(self.policy_batches))
-        out["counts/reward_batches"] = float(len(self.reward_batches))
+        for role, seen in (("policy", self.policy_batches), ("reward", self.reward_batches)):
+            out[f"counts/{role}_batches"] = self.trained.get(role, {}).get("batches", float(len(seen)))
         out.update(phase_times(out, self.stamps, wall_s, time.monotonic() - wall_s))
         return dict(sorted(out.items()))
 
@@ -158,6 +165,8 @@ class RunProgress:
         self.accepted_total = 0.0
         self.versions: dict[str, int] = {}
         self.latest_trained: dict[str, dict[str, float]] = {}
+        self.restarts: dict[str, int] = {}
+        """process name → restarts made by the launcher so far."""
         """role → the metrics of its newest version trained on some round (asynchronous mode's records)."""
 
     def round(self, r: int) -> RoundProgress:
@@ -165,6 +174,12 @@ class RunProgress:
         if r not in self.rounds:
             self.rounds[r] = RoundProgress(r)
         return self.rounds[r]
+
+    def on_restart(self, name: str, round_: int | None = None) -> None:
+        """The launcher restarted process ``name`` while round ``round_`` (default: the newest) ran."""
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        r = max(self.rounds, default=self.first_round) if round_ is None else round_
+        self.round(r).restarts += 1
 
     def on_job(self, job: RolloutJob) -> None:
         rp = self.round(int(job.round))
@@ -179,6 +194,8 @@ class RunProgress:
             return
         rp = self.round(r)
         getattr(rp, kind).add(msg_id)
+        if kind == "trajectories":
+            rp.job_ids.add(msg_id.rsplit("/", 1)[0])
         if kind in ("trajectories", "judged"):
             rp.stamp("last_trajectory" if kind == "trajectories" else "last_judged")
 

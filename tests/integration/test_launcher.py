@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,12 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout_s: float = 60.0) -> dic
 
 
 @pytest.fixture
-def launched(tmp_path: Path):
+def launched(tmp_path: Path, request: pytest.FixtureRequest):
+    """`rlanything up` with the test's extra arguments (``@pytest.mark.parametrize("launched", [[...]],
+    indirect=True)``)."""
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([RLANYTHING, "up", "--run-dir", str(run_dir)],
+    extra = getattr(request, "param", [])
+    proc = subprocess.Popen([RLANYTHING, "up", "--run-dir", str(run_dir), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         manifest = wait_for(run_dir / "services.json", proc)
@@ -72,7 +76,8 @@ def test_up_serves_every_service_then_stops_cleanly_on_sigint(launched) -> None:
         assert lines[-1]["exit_code"] == 0
 
 
-def test_up_exits_non_zero_within_seconds_when_a_service_dies(launched) -> None:
+@pytest.mark.parametrize("launched", [["--fail-fast"]], indirect=True)
+def test_up_fail_fast_exits_non_zero_within_seconds_when_a_service_dies(launched) -> None:
     proc, manifest, run_dir = launched
     victim = manifest["services"]["reward"]["pid"]
     os.kill(victim, signal.SIGKILL)
@@ -86,6 +91,55 @@ def test_up_exits_non_zero_within_seconds_when_a_service_dies(launched) -> None:
         pid = manifest["services"][name]["pid"]
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def _wait_manifest(run_dir: Path, proc: subprocess.Popen, ready: Callable[[dict], bool],
+                   timeout_s: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode()
+        manifest = json.loads((run_dir / "services.json").read_text())
+        if ready(manifest):
+            return manifest
+        time.sleep(0.2)
+    raise AssertionError(f"services.json did not change as expected in {timeout_s} s")
+
+
+@pytest.mark.parametrize("launched", [["--set", "launcher.restart.max_restarts=1",
+                                       "--set", "launcher.restart.backoff_s=0.5"]], indirect=True)
+def test_up_restarts_a_killed_service_and_nats_then_stops_when_the_budget_is_spent(launched) -> None:
+    import asyncio
+
+    import nats as nats_client
+
+    proc, manifest, run_dir = launched
+    victim = manifest["services"]["critic"]
+    os.kill(victim["pid"], signal.SIGKILL)
+    after = _wait_manifest(run_dir, proc, lambda m: m["services"]["critic"]["pid"] != victim["pid"])
+    deadline = time.monotonic() + 60
+    while check_health_sync(victim["address"]) != "SERVING":  # the same port again
+        assert time.monotonic() < deadline, "restarted critic never SERVING"
+        time.sleep(0.2)
+    assert "--- restarted by the launcher after exit code -9" in (run_dir / "logs" / "critic.log").read_text()
+
+    os.kill(manifest["nats_pid"], signal.SIGKILL)  # the broker: same port, same store
+    after = _wait_manifest(run_dir, proc, lambda m: m["nats_pid"] != manifest["nats_pid"])
+    assert after["nats_url"] == manifest["nats_url"]
+
+    async def streams() -> list[str]:
+        nc = await nats_client.connect(after["nats_url"])
+        names = [s.config.name for s in await nc.jetstream().streams_info()]
+        await nc.close()
+        return names
+
+    assert {"JOBS", "TRAJ", "MODELS"} <= set(asyncio.run(streams()))  # the services' streams survived
+    assert proc.poll() is None
+    os.kill(after["services"]["critic"]["pid"], signal.SIGKILL)  # its budget (1) is spent: the run stops
+    assert proc.wait(timeout=20) == 1
+    err = proc.stderr.read().decode()
+    assert "restarted critic after exit code -9 (restart 1 of 1)" in err
+    assert "restarted nats after exit code -9" in err
+    assert "service critic exited with code -9 (restarts used: 1)" in err
 
 
 def test_bad_config_fails_at_start_up_naming_the_field(tmp_path: Path) -> None:

@@ -8,7 +8,18 @@ from pydantic import Field
 
 from services.common.config.base import StrictModel
 
-__all__ = ["LauncherConfig"]
+__all__ = ["LauncherConfig", "RestartConfig"]
+
+
+class RestartConfig(StrictModel):
+    """How the launcher restarts a process that exits (what Kubernetes does for a pod)."""
+
+    enabled: bool = Field(True, description="Restart an exited service or NATS server; false = stop everything "
+                                            "at the first exit (`--fail-fast`).")
+    max_restarts: int = Field(5, ge=0, description="Restarts each process may use over the whole run; one more "
+                                                   "exit stops the run.")
+    backoff_s: float = Field(1.0, ge=0, description="Seconds before the first restart; doubled for each further one.")
+    backoff_max_s: float = Field(30.0, ge=0, description="Longest wait before a restart, in seconds.")
 
 
 class LauncherConfig(StrictModel):
@@ -30,3 +41,4 @@ class LauncherConfig(StrictModel):
         0.5, gt=0, le=1, description="`rlanything run` stops (exit 3) when this share of the policy's answers is no "
                                      "valid \\boxed{i} for invalid_answer_patience rounds in a row (1 = never).")
     invalid_answer_patience: int = Field(2, ge=1, description="Consecutive rounds above max_invalid_answer_rate.")
+    restart: RestartConfig = Field(default_factory=RestartConfig)

@@ -1,0 +1,55 @@
+"""The launcher's restart policy (`services.run.supervision`, pure) and the round counts that a
+restart must not change (`services.run.progress`)."""
+
+from __future__ import annotations
+
+from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion
+from services.common.config.launcher import RestartConfig
+from services.run.progress import RunProgress
+from services.run.supervision import RestartBook, restart_delay_s
+
+
+def test_back_off_doubles_up_to_its_cap() -> None:
+    assert [restart_delay_s(n, 1.0, 5.0) for n in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_a_process_restarts_after_its_back_off_until_its_budget_is_spent() -> None:
+    book = RestartBook(RestartConfig(max_restarts=2, backoff_s=1.0, backoff_max_s=30.0))
+    assert book.exited("critic", -9, now_s=100.0) == 101.0
+    assert book.exited("critic", -9, now_s=100.5) == 101.0  # asked again while waiting: same moment
+    first = book.restarted("critic", now_s=101.0)
+    assert (first.name, first.exit_code, first.exited_s, first.number) == ("critic", -9, 100.0, 1)
+    assert book.exited("critic", 1, now_s=200.0) == 202.0  # second restart waits twice as long
+    book.restarted("critic", now_s=202.0)
+    assert book.exited("critic", 1, now_s=300.0) is None  # budget of 2 spent
+    assert book.exited("env", -9, now_s=300.0) == 301.0  # each process has its own budget
+    assert [r.number for r in book.restarts] == [1, 2]
+
+
+def test_no_restart_when_disabled() -> None:
+    assert RestartBook(RestartConfig(enabled=False)).exited("env", -9, now_s=0.0) is None
+
+
+def _version(role: int, version: int, round_: int, batches: float) -> ModelVersion:
+    v = ModelVersion(role=role, version=version, trained_on_round=round_, uri="x")
+    v.metrics["batches"] = batches
+    return v
+
+
+def test_counts_come_from_ids_and_trained_batches_and_a_replay_counts_once() -> None:
+    progress = RunProgress()
+    ids = [f"r0/job-{j}/{i}" for j in range(3) for i in range(4)]
+    for _ in range(2):  # the whole history twice (a redelivery, a replay after a restart)
+        for msg_id in ids:
+            progress.on_id("trajectories", msg_id)
+            progress.on_id("judged", msg_id)
+        progress.on_version(_version(MODEL_ROLE_POLICY, 1, 0, 3.0))
+        progress.on_version(_version(MODEL_ROLE_REWARD_MODEL, 1, 0, 3.0))
+    progress.on_id("policy_batches", "r0/job-0")  # seen live: one of three (the others before a restart)
+    progress.on_restart("critic", 0)
+    record = progress.round(0).record(accepted_total=0.0, wall_s=10.0)
+    assert record["counts/jobs"] == 3.0
+    assert record["counts/trajectories"] == 12.0 and record["counts/judged"] == 12.0
+    assert record["counts/policy_batches"] == 3.0 and record["counts/reward_batches"] == 3.0
+    assert record["launcher/restarts"] == 1.0
+    assert progress.restarts == {"critic": 1}
