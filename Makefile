@@ -13,7 +13,7 @@ CONFIG ?= configs/default.yaml
 PYTEST_ARGS ?=
 TABLE1_ARGS ?=
 
-.PHONY: setup test lint run proto check-proto bench bench-table1 clean
+.PHONY: setup test lint run proto check-proto bench bench-table1 fuzz chaos clean
 
 setup: $(STAMP)
 
@@ -50,6 +50,16 @@ bench: setup
 	$(PY) scripts/bench_textworld_gen.py bench/textworld_generation.md
 	$(PY) scripts/bench_phases.py bench/round_phases.md
 	$(PY) scripts/bench_live.py bench/live_usage.md
+
+# Fuzzing at the full bound: 800 generated requests per gRPC method (13 methods), 1000 events per
+# consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test runs the same tests at 40).
+fuzz: setup check-proto
+	RLA_FUZZ_EXAMPLES=800 RLA_FUZZ_EVENTS=1000 RLA_FUZZ_REPORT=bench/fuzz.md $(PY) -m pytest -q tests/fuzz
+
+# Faults under a running loop (kill -9 of services and NATS; whole-machine kill and --resume), sync
+# and async; the counts of each run go to bench/chaos.md.
+chaos: setup check-proto
+	RLA_CHAOS_REPORT=bench/chaos.md $(PY) -m pytest -q tests/e2e/test_chaos.py
 
 # The paper's Table 1 at CPU scale: 4 ablation rows x 3 seeds of CONFIG (about an hour; see README).
 bench-table1: setup check-proto

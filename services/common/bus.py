@@ -12,6 +12,7 @@ at connect. Patterns follow nats.py's JetStream tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -45,6 +46,8 @@ DLQ_HEADERS = (
     "Rla-Dlq-Deliveries",
     "Rla-Dlq-Subject",
 )
+MAX_REASON_CHARS = 2048
+"""Longest dead-letter reason kept in the ``Rla-Dlq-Reason`` header (NATS caps all headers at 64 KiB)."""
 _STREAM_NAME_IN_USE = 10058  # JetStream: stream name already in use with a different configuration
 
 
@@ -240,9 +243,21 @@ class Consumer(Generic[M]):
             try:
                 for msg in msgs:
                     waiting.remove(msg)  # process() heartbeats it from here on
-                    await self.process(msg)
+                    await self.settle(msg)
             finally:
                 keeper.cancel()
+
+    async def settle(self, msg: Msg) -> str:
+        """`process` ``msg``; when even that fails (NATS refused the dead letter, the connection
+        dropped) log it and nak the message for a later retry, so the consumer goes on. Returns
+        the outcome, ``unsettled`` for the latter."""
+        try:
+            return await self.process(msg)
+        except Exception as exc:  # noqa: BLE001 - any failure to settle: retried later, never the consumer's end
+            log.error("could not settle message; nak", extra={"consumer": self.durable, "error": repr(exc)[:500]})
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=self.config.backoff_s[-1])
+            return "unsettled"
 
     async def _keep_waiting_alive(self, waiting: list[Msg]) -> None:
         """Send ``in_progress`` every ack_wait/3 seconds for each message in ``waiting``."""
@@ -302,6 +317,8 @@ class Consumer(Generic[M]):
 
     async def _dead_letter(self, msg: Msg, deliveries: int, kind: str, reason: str) -> str:
         meta = msg.metadata
+        if len(reason) > MAX_REASON_CHARS:  # NATS headers hold at most 64 KiB; a reason may quote a huge field
+            reason = reason[:MAX_REASON_CHARS - 40] + f"… ({len(reason)} characters, cut)"
         headers = {
             "Rla-Dlq-Reason": reason,
             "Rla-Dlq-Stream": meta.stream,
@@ -309,7 +326,7 @@ class Consumer(Generic[M]):
             "Rla-Dlq-Stream-Seq": str(meta.sequence.stream),
             "Rla-Dlq-Deliveries": str(deliveries),
             "Rla-Dlq-Subject": msg.subject,
-            "Nats-Msg-Id": f"dlq/{meta.stream}/{meta.sequence.stream}",
+            "Nats-Msg-Id": f"dlq/{meta.stream}/{self.durable}/{meta.sequence.stream}",  # one per consumer
         }
         await self.bus.js.publish(dlq_subject(msg.subject), msg.data, headers=headers)
         await msg.ack_sync()
@@ -332,4 +349,4 @@ class ConcurrentConsumer(Consumer[M]):
         while not stop.is_set():
             msgs: list[Msg] = await self.fetch()
             if msgs:
-                await asyncio.gather(*(self.process(m) for m in msgs))
+                await asyncio.gather(*(self.settle(m) for m in msgs))

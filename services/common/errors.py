@@ -30,6 +30,18 @@ class InvalidArgumentError(RLAnythingError, ValueError):
     """Raised when a request field has a bad value; mapped to gRPC INVALID_ARGUMENT."""
 
 
+class ContextLengthError(InvalidArgumentError):
+    """Raised when a prompt plus the tokens asked for do not fit the model's context window;
+    ``param`` names the request field to change (``messages`` or ``max_tokens``)."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message, param)
+        self.param = param
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class NotFoundError(RLAnythingError, KeyError):
     """Raised when a referenced object (session, task, round) does not exist; gRPC NOT_FOUND."""
 
@@ -39,6 +51,11 @@ class NotFoundError(RLAnythingError, KeyError):
 
 class InvalidEventError(RLAnythingError, ValueError):
     """Raised by an event handler for a poison message: it goes to the dead-letter stream at once."""
+
+
+class InvalidKeyError(InvalidEventError, InvalidArgumentError):
+    """Raised when an id cannot become a KV key or subject token (empty, or too long for a NATS
+    control line); a poison event (dead-lettered at once) or an INVALID_ARGUMENT request."""
 
 
 class TransientError(RLAnythingError, RuntimeError):

@@ -20,6 +20,7 @@ from services.common.errors import InvalidArgumentError, NotFoundError
 
 __all__ = [
     "create_server",
+    "MalformedRequestGuard",
     "message_options",
     "channel",
     "aio_channel",
@@ -53,6 +54,34 @@ def aio_channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grp
     return grpc.aio.insecure_channel(address, options=message_options(max_message_bytes))
 
 
+class MalformedRequestGuard(grpc.aio.ServerInterceptor):
+    """Answer a request whose bytes do not parse as the method's message with INVALID_ARGUMENT.
+
+    grpc.aio parses a request before the handler runs, and a parse failure there becomes UNKNOWN
+    ("Unexpected DecodeError"), which names no fault of the caller. This interceptor hands the
+    unary-unary handlers the raw bytes and parses them itself. Streaming methods (health Watch,
+    reflection) are left as they are.
+    """
+
+    async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+            return handler
+        parse, inner, method = handler.request_deserializer, handler.unary_unary, details.method
+
+        async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> object:
+            try:
+                request = parse(raw)
+            except Exception as exc:  # noqa: BLE001 - DecodeError, or whatever a custom deserializer raises
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"request to {method} is not a valid message ({len(raw)} bytes): {exc}")
+            return await inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None,
+                                                   response_serializer=handler.response_serializer)
+
+
 async def create_server(
     host: str,
     port: int,
@@ -75,7 +104,7 @@ async def create_server(
     Raises:
         RuntimeError: the port could not be bound.
     """
-    server = grpc.aio.server(options=message_options(max_message_bytes))
+    server = grpc.aio.server(options=message_options(max_message_bytes), interceptors=[MalformedRequestGuard()])
     for add in register:
         add(server)
     health_servicer = health.aio.HealthServicer()

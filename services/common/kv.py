@@ -18,7 +18,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-__all__ = ["ProtoBucket", "open_bucket", "live_entries", "LiveEntry", "escape_id"]
+from services.common.errors import InvalidKeyError
+
+__all__ = ["ProtoBucket", "open_bucket", "live_entries", "LiveEntry", "escape_id", "check_key", "MAX_KEY_CHARS"]
 
 M = TypeVar("M", bound=Message)
 KEYS_FETCH = 512
@@ -26,6 +28,21 @@ KEYS_FETCH = 512
 
 
 _SAFE = re.compile(r"[A-Za-z0-9_-]")
+MAX_KEY_CHARS = 1024
+"""Longest KV key: the key is part of a subject, and NATS closes a connection whose control line
+(subject and headers sizes) passes 4096 bytes."""
+
+
+def check_key(key: str) -> str:
+    """``key`` itself, when it can be a KV key.
+
+    Raises:
+        InvalidKeyError: ``key`` is empty or longer than `MAX_KEY_CHARS`.
+    """
+    if not key or len(key) > MAX_KEY_CHARS:
+        raise InvalidKeyError(f"KV key must be 1..{MAX_KEY_CHARS} characters, got {len(key)}"
+                              + (f" (starting {key[:60]!r})" if key else ""))
+    return key
 
 
 def escape_id(raw: str) -> str:
@@ -34,11 +51,16 @@ def escape_id(raw: str) -> str:
     different ids never share a key, and an escaped id contains no '.' or '/'.
 
     Raises:
-        ValueError: ``raw`` is empty (an empty key token is not a valid KV key).
+        InvalidKeyError: ``raw`` is empty, or escaped it is longer than `MAX_KEY_CHARS` (an id
+            from an event or a request: its handler dead-letters it or answers INVALID_ARGUMENT).
     """
     if not raw:
-        raise ValueError("cannot build a KV key from an empty id")
-    return "".join(c if _SAFE.fullmatch(c) else "".join(f"={b:02X}" for b in c.encode()) for c in raw)
+        raise InvalidKeyError("cannot build a KV key from an empty id")
+    if len(raw) > MAX_KEY_CHARS:
+        raise InvalidKeyError(f"id of {len(raw)} characters is too long for a KV key (at most {MAX_KEY_CHARS}); "
+                              f"it starts {raw[:60]!r}")
+    escaped = "".join(c if _SAFE.fullmatch(c) else "".join(f"={b:02X}" for b in c.encode()) for c in raw)
+    return check_key(escaped)
 
 
 async def open_bucket(js: JetStreamContext, name: str, history: int = 1, ttl_s: float = 0.0) -> KeyValue:
@@ -65,7 +87,7 @@ class ProtoBucket:
     async def get(self, key: str) -> tuple[Message | None, int]:
         """The value at ``key`` and its revision; ``(None, 0)`` when absent or deleted."""
         try:
-            entry = await self.kv.get(key)
+            entry = await self.kv.get(check_key(key))
         except KeyNotFoundError:
             return None, 0
         if entry.value is None:
@@ -74,7 +96,7 @@ class ProtoBucket:
 
     async def put(self, key: str, value: Message) -> int:
         """Store ``value`` at ``key`` unconditionally; returns the new revision."""
-        return await self.kv.put(key, value.SerializeToString())
+        return await self.kv.put(check_key(key), value.SerializeToString())
 
     async def update(self, key: str, fn: Callable[[Message | None], Message], retries: int = 10) -> Message:
         """Read-modify-write ``key`` with optimistic concurrency (compare-and-set on the revision).
@@ -82,6 +104,7 @@ class ProtoBucket:
         Raises:
             KeyWrongLastSequenceError: another writer won ``retries`` times in a row.
         """
+        check_key(key)
         for attempt in range(retries):
             current, revision = await self.get(key)
             new = fn(current)

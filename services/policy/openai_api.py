@@ -27,8 +27,10 @@ from typing import Literal, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.common.errors import ContextLengthError, InvalidArgumentError
 from services.common.models.generation import GenerationCancelled, Generator, Sampling, generate_async
 from services.policy.capture import CAPTURES, CaptureHeaderError, Capturer, capture_ticket
 
@@ -72,10 +74,10 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
 
 
-def _error(message: str, param: str | None = None, status: int = 400) -> JSONResponse:
+def _error(message: str, param: str | None = None, status: int = 400, code: str | None = None) -> JSONResponse:
     """An OpenAI-style error body."""
     return JSONResponse(status_code=status, content={"error": {"message": message, "type": "invalid_request_error",
-                                                               "param": param, "code": None}})
+                                                               "param": param, "code": code}})
 
 
 def build_app(generator: Generator, model_name: str, capturer: Capturer | None = None,
@@ -96,6 +98,10 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
         params = {str(e["loc"][1]) for e in errors if len(e["loc"]) > 1}
         return _error(detail, params.pop() if len(params) == 1 else None)
 
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:  # an unparsable body, a wrong path
+        return _error(str(exc.detail), None, status=exc.status_code)
+
     @app.get("/v1/models")
     async def models() -> dict:
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "rlanything"}]}
@@ -115,7 +121,12 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
         sampling = Sampling(temperature=req.temperature, top_p=req.top_p,
                             max_new_tokens=req.max_completion_tokens or req.max_tokens or 256, stop=stop, seed=req.seed)
         chat_ = [{"role": m.role, "content": m.content or ""} for m in req.messages]
-        done = await _unless_disconnected(request, generate_async(generator, [chat_], sampling))
+        try:
+            done = await _unless_disconnected(request, generate_async(generator, [chat_], sampling))
+        except ContextLengthError as exc:
+            return _error(str(exc), exc.param, code="context_length_exceeded")
+        except InvalidArgumentError as exc:
+            return _error(str(exc))
         if done is None:  # the client hung up: the generation was cancelled, nobody reads this
             return _error("client closed the request", None, status=499)
         (c,) = done

@@ -154,6 +154,48 @@ async def test_invalid_event_is_dead_lettered_at_once(bus: EventBus) -> None:
     assert dead.headers["Rla-Dlq-Deliveries"] == "1"
 
 
+async def test_a_reason_longer_than_a_header_is_cut_and_the_consumer_goes_on(bus: EventBus) -> None:
+    """Found by fuzzing: a job id of 200,000 characters put into the reason made the dead-letter
+    publish fail (NATS headers are at most 64 KiB), which killed the consumer's task."""
+    handled: list[str] = []
+
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        if event.group_size < 1:
+            raise InvalidEventError(f"rollout job {event.job_id!r} needs group_size >= 1")
+        handled.append(event.job_id)
+
+    huge = "a" * 200_000
+    await bus.publish(Subjects.ROLLOUT_JOBS, events_pb2.RolloutJob(job_id=huge, group_size=0), msg_id="huge")
+    await bus.publish(Subjects.ROLLOUT_JOBS, job("good-2"), msg_id="good-2")
+    consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                            message_type=events_pb2.RolloutJob, handler=handler)
+    await consumer.setup()
+    assert await drain(consumer, rounds=2) == ["dead_lettered", "acked"]
+    assert handled == ["good-2"]
+    (dead,) = await dead_letters(bus, Subjects.ROLLOUT_JOBS, 1)
+    reason = dead.headers["Rla-Dlq-Reason"]
+    assert reason.startswith("invalid event: rollout job 'aaaa") and len(reason) <= 2048
+    full = f"invalid event: rollout job {huge!r} needs group_size >= 1"
+    assert reason.endswith(f"… ({len(full)} characters, cut)")
+    assert events_pb2.RolloutJob.FromString(dead.data).job_id == huge  # the payload itself is kept whole
+
+
+async def test_two_consumers_of_one_message_each_keep_their_dead_letter(bus: EventBus) -> None:
+    """Found by fuzzing: the critic and the env both consume policy versions; the dead letter's
+    message id named only the stream sequence, so JetStream dropped the second as a duplicate."""
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        raise AssertionError("never reached: the payload does not parse")
+
+    await bus.js.publish(Subjects.TRAJ_COMPLETED, b"\xff\xff not protobuf", headers={"Nats-Msg-Id": "bad-3"})
+    for durable in ("first", "second"):  # TRAJ keeps its messages: each consumer gets the same one
+        consumer = bus.consumer(stream="TRAJ", durable=durable, subject=Subjects.TRAJ_COMPLETED,
+                                message_type=events_pb2.Trajectory, handler=handler)
+        await consumer.setup()
+        assert await drain(consumer, rounds=1) == ["dead_lettered"]
+    letters = await dead_letters(bus, Subjects.TRAJ_COMPLETED, 2)
+    assert sorted(m.headers["Rla-Dlq-Consumer"] for m in letters) == ["first", "second"]
+
+
 async def test_max_deliveries_sends_failing_message_to_dead_letter(bus: EventBus) -> None:
     attempts: list[int] = []
 

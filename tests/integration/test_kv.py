@@ -108,3 +108,24 @@ async def test_live_entries_under_a_key_prefix_are_filtered_by_the_server(bus) -
     assert len(await live_entries(kv)) == 3
     with pytest.raises(ValueError, match="must end with"):
         await live_entries(kv, key_prefix="acme")
+
+
+async def test_a_huge_id_is_refused_before_it_reaches_nats(bus: EventBus) -> None:
+    """Found by fuzzing: a sample batch whose batch_id had 200,000 characters became a KV key, and
+    NATS closed the trainer's connection ("maximum control line exceeded"), which ended the
+    service. The key is now refused first, as a poison id, and the connection stays up."""
+    from services.common.errors import InvalidArgumentError, InvalidEventError, InvalidKeyError
+    from services.common.kv import escape_id
+
+    bucket = await ProtoBucket.open(bus.js, "batches", events_pb2.ModelVersion)
+    huge = "b" * 200_000
+    for attempt in (lambda: bucket.put(huge, events_pb2.ModelVersion()), lambda: bucket.get(huge),
+                    lambda: bucket.update(huge, lambda _: events_pb2.ModelVersion())):
+        with pytest.raises(InvalidKeyError, match="1024") as err:
+            await attempt()
+        assert isinstance(err.value, InvalidEventError) and isinstance(err.value, InvalidArgumentError)
+    with pytest.raises(InvalidKeyError, match="200000 characters"):
+        escape_id(huge)
+    assert not bus.nc.is_closed and bus.nc.is_connected
+    await bucket.put("small", events_pb2.ModelVersion(version=1))  # the same connection still works
+    assert (await bucket.get("small"))[0].version == 1

@@ -46,13 +46,18 @@ def launched(tmp_path: Path, request: pytest.FixtureRequest):
         manifest = wait_for(run_dir / "services.json", proc)
         yield proc, manifest, run_dir
     finally:  # also when the launcher never got ready: SIGINT stops it and its services
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_launcher(proc)
+
+
+def stop_launcher(proc: subprocess.Popen) -> None:
+    """SIGINT a running `rlanything up` (it stops its services), SIGKILL it after 30 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def test_up_serves_every_service_then_stops_cleanly_on_sigint(launched) -> None:

@@ -26,10 +26,11 @@ import torch
 from transformers import PreTrainedModel, StoppingCriteria, StoppingCriteriaList
 from transformers.utils import logging as hf_logging
 
+from services.common.errors import ContextLengthError
 from services.common.models.loading import load_model
 
 __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "VLLMGenerator", "Chat", "eos_ids",
-           "cut_at_eos", "GenerationCancelled", "generate_async"]
+           "cut_at_eos", "GenerationCancelled", "generate_async", "check_context"]
 
 hf_logging.disable_progress_bar()
 Chat = Sequence[dict[str, str]]
@@ -173,6 +174,7 @@ class HFGenerator(Generator):
         if not prompts:
             return []
         width = max(len(p) for p in prompts)
+        check_context(width, sampling.max_new_tokens, getattr(loaded.model.config, "max_position_embeddings", None))
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
@@ -219,6 +221,25 @@ class HFGenerator(Generator):
             if text in tok.decode(ids[:k], skip_special_tokens=True):
                 return k
         return len(ids)
+
+
+def check_context(prompt_tokens: int, max_new_tokens: int, window: int | None) -> None:
+    """Refuse a generation that cannot fit the model's context window of ``window`` positions
+    (None: unknown, nothing checked); all counts in tokens.
+
+    Raises:
+        ContextLengthError: ``prompt_tokens`` alone fill the window (param ``messages``), or with
+            ``max_new_tokens`` they exceed it (param ``max_tokens``).
+    """
+    if window is None:
+        return
+    if prompt_tokens >= window:
+        raise ContextLengthError(f"the prompt is {prompt_tokens} tokens; this model's context window is {window} "
+                                 "tokens: shorten the messages", "messages")
+    if prompt_tokens + max_new_tokens > window:
+        raise ContextLengthError(f"the prompt ({prompt_tokens} tokens) plus max_tokens ({max_new_tokens}) exceed this "
+                                 f"model's context window of {window} tokens: ask for at most "
+                                 f"{window - prompt_tokens} tokens", "max_tokens")
 
 
 def _acquire(lock: threading.Lock, cancel: threading.Event | None, poll_s: float = 0.05) -> None:

@@ -3,17 +3,14 @@ uvicorn server on loopback, serving a real (tiny) HF model."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from services.common.models.generation import HFGenerator
-from services.common.nats_server import free_port
 from services.policy.openai_api import build_app, stream_deltas
+from tests.integration.policy.conftest import serving
 
 pytestmark = pytest.mark.integration
 
@@ -24,18 +21,8 @@ CHAT = [{"role": "user", "content": "Task: walk to G.\nNow: A F G\nActions:\n1. 
 def client(tiny_model_dir: Path) -> Iterator[object]:
     from openai import OpenAI
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(build_app(HFGenerator(str(tiny_model_dir)), "tiny"), host="127.0.0.1",
-                                           port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.05)
-    yield OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(build_app(HFGenerator(str(tiny_model_dir)), "tiny")) as base:
+        yield OpenAI(base_url=base, api_key="unused", max_retries=0)
 
 
 def test_a_streamed_completion_equals_the_plain_one_at_temperature_0(client) -> None:
