@@ -5,6 +5,7 @@ every group closed once, every round trained exactly once by each model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,7 +15,18 @@ from pathlib import Path
 
 import pytest
 
+from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, ModelVersion, PolicySampleBatch, RewardSampleBatch
+from services.common.bus import EventBus
+from services.common.config import ConsumerConfig, NatsConfig
+from services.common.kv import ProtoBucket
+from services.common.nats_server import NatsServer
 from tests.e2e.test_run_loop import RLANYTHING, rounds_of, write_config
+
+REPORT = os.environ.get("RLA_CHAOS_REPORT", "")
+"""`make chaos` writes each run's per-round counts here (markdown); empty: no file."""
+COUNT_KEYS = ("counts/jobs", "counts/trajectories", "counts/judged", "critic/groups_complete",
+              "counts/policy_batches", "counts/reward_batches", "policy/version", "reward/version",
+              "launcher/restarts")
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,6 +42,18 @@ def _wait_rounds(run_dir: Path, proc: subprocess.Popen, n: int, timeout_s: float
         assert proc.poll() is None, proc.stderr.read()[-3000:] if proc.stderr else proc.returncode
         assert time.monotonic() < deadline, f"fewer than {n} rounds after {timeout_s} s"
         time.sleep(0.2)
+
+
+def _wait_for_file(path: Path, proc: subprocess.Popen, timeout_s: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f"{path} never written"
+        time.sleep(0.2)
+
+
+def _stderr_so_far(proc: subprocess.Popen) -> str:
+    proc.kill()
+    return proc.communicate(timeout=30)[1][-3000:]
 
 
 def _manifest(run_dir: Path) -> dict:
@@ -49,31 +73,101 @@ def assert_exact_counts(rounds: list[dict]) -> None:
         assert r["policy/version"] == r["round"] + 1 and r["reward/version"] == r["round"] + 1, r  # trained once
 
 
-def test_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Path) -> None:
+def report(title: str, rounds: list[dict], note: str) -> None:
+    """Append one run's per-round counts to ``REPORT`` (when set)."""
+    if not REPORT:
+        return
+    lines = [f"## {title}", "", note, "", "| round | " + " | ".join(k.split("/", 1)[1] for k in COUNT_KEYS) + " |",
+             "|---:|" + "---:|" * len(COUNT_KEYS)]
+    for r in rounds:
+        lines.append(f"| {int(r['round'])} | " + " | ".join(f"{r.get(k, float('nan')):g}" for k in COUNT_KEYS) + " |")
+    with open(REPORT, "a") as f:
+        f.write("\n".join(lines) + "\n\n")
+
+
+ASYNC = ["--set", "env.families.0.observation=window", "--set", "policy.sft.steps=150",  # answers in format
+         "--set", "loop.mode=async", "--set", "env.scheduler.max_staleness=1",
+         "--set", "policy.ppo.min_samples_async=8", "--set", "reward.ppo.min_samples_async=8"]
+
+
+def _chaos_run(tmp_path: Path, cold: Path, extra: list[str], first: int = 1,
+               rounds_n: int = 3) -> tuple[Path, list[dict], str]:
+    """``rounds_n`` rounds of the tiny config with kill -9 of critic and reward once ``first`` rounds are done
+    (0: seconds after start-up), and of NATS and the policy one round later; the run dir, its
+    rounds and the launcher's stderr."""
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir),
-                             "--set", "launcher.restart.backoff_s=0.2"],
+    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, rounds_n, cold)), "--run-dir", str(run_dir),
+                             "--set", "launcher.restart.backoff_s=0.2", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_rounds(run_dir, proc, 1)  # round 1 in flight
+        if first:
+            _wait_rounds(run_dir, proc, first)  # round `first` in flight
+        else:
+            _wait_for_file(run_dir / "services.json", proc)
+            time.sleep(3.0)  # round 0's rollouts under way
         os.kill(_manifest(run_dir)["services"]["critic"]["pid"], signal.SIGKILL)
         time.sleep(2.0)
         os.kill(_manifest(run_dir)["services"]["reward"]["pid"], signal.SIGKILL)
-        _wait_rounds(run_dir, proc, 2)  # round 2 in flight
+        _wait_rounds(run_dir, proc, first + 1)  # the next round in flight
         os.kill(_manifest(run_dir)["nats_pid"], signal.SIGKILL)
         time.sleep(1.0)
-        os.kill(_manifest(run_dir)["services"]["policy"]["pid"], signal.SIGKILL)
+        policy = _manifest(run_dir)["services"]["policy"]["pid"]
+        try:
+            os.kill(policy, signal.SIGKILL)
+        except ProcessLookupError:
+            raise AssertionError(f"policy (pid {policy}) had exited after the NATS restart; launcher said:\n"
+                                 + _stderr_so_far(proc)) from None
         assert proc.wait(timeout=900) == 0, proc.stderr.read()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
     err = proc.stderr.read()
     rounds = rounds_of(run_dir)
-    assert [r["round"] for r in rounds] == [0, 1, 2]
+    assert [r["round"] for r in rounds] == list(range(rounds_n))
     assert sum(r["launcher/restarts"] for r in rounds) == 4, err[-3000:]
     for name in ("critic", "reward", "nats", "policy"):
         assert f"restarted {name} after exit code -9" in err
+    return run_dir, rounds, err
+
+
+def test_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Path) -> None:
+    _, rounds, _ = _chaos_run(tmp_path, cold, [])
+    report("Synchronous: kill -9 of critic, reward (round 1), NATS, policy (round 2)", rounds,
+           "Each of 3 rounds: jobs, trajectories, judgements and closed groups as in an uninterrupted run; "
+           "each model trained once per round (version = round + 1).")
     assert_exact_counts(rounds)
+
+
+async def _trained_and_left(store: Path) -> dict[str, tuple[float, int]]:
+    """Per role: batches summed over every announced version, and batches still stored (untrained)."""
+    out = {}
+    with NatsServer(store_dir=store) as server:
+        bus = await EventBus.connect(NatsConfig(url=server.url), ConsumerConfig(), name="inspect")
+        sub = await bus.js.pull_subscribe("rla.models.>", stream="MODELS")
+        versions = [ModelVersion.FromString(m.data) for m in await sub.fetch(1000, timeout=2)]
+        for role, bucket, kind in (("policy", "policy_samples", PolicySampleBatch),
+                                   ("reward", "reward_samples", RewardSampleBatch)):
+            mine = [v for v in versions if (v.role == MODEL_ROLE_POLICY) == (role == "policy")]
+            assert len({v.version for v in mine}) == len(mine), f"{role}: a version announced twice"
+            left = await (await ProtoBucket.open(bus.js, bucket, kind)).keys()
+            out[role] = (sum(v.metrics["batches"] for v in mine if v.version > 0), len(left))
+        await bus.close()
+    return out
+
+
+def test_async_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Path) -> None:
+    run_dir, rounds, _ = _chaos_run(tmp_path, cold, ASYNC, first=0, rounds_n=6)  # rounds overlap: strike early
+    jobs = 0.0
+    for r in rounds:
+        assert r["counts/jobs"] == r["critic/jobs_in_round"], r
+        assert r["counts/judged"] == r["counts/trajectories"] == r["critic/trajectories"] > 0, r
+        assert r["critic/groups_complete"] == r["critic/jobs_in_round"] and r.get("critic/groups_partial", 0) == 0, r
+        jobs += r["critic/jobs_in_round"]
+    for role, (trained, left) in asyncio.run(_trained_and_left(run_dir / "nats")).items():
+        assert trained + left == jobs, (role, trained, left, jobs)  # every batch in exactly one update, or waiting
+    report("Asynchronous: kill -9 of critic, reward (round 0), NATS, policy (round 1)", rounds,
+           "Versions are not tied to rounds here; every round's trajectories judged once and groups closed once, "
+           f"and over the run the batches trained plus those still stored equal the {jobs:g} jobs, per model.")
 
 
 def test_resume_after_kill_9_of_the_whole_machine(tmp_path: Path, cold: Path) -> None:
@@ -96,4 +190,6 @@ def test_resume_after_kill_9_of_the_whole_machine(tmp_path: Path, cold: Path) ->
     rounds = rounds_of(run_dir)
     assert rounds[:len(before)] == before
     assert [r["round"] for r in rounds] == [0, 1, 2]  # none lost, none repeated
+    report("Whole machine: kill -9 of the launcher, NATS and every service in round 1, then --resume", rounds,
+           f"Rounds written before the kill: {len(before)}; the resumed run wrote the rest with the same counts.")
     assert_exact_counts(rounds)
