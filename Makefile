@@ -50,6 +50,7 @@ bench: setup
 	$(PY) scripts/bench_textworld_gen.py bench/textworld_generation.md
 	$(PY) scripts/bench_phases.py bench/round_phases.md
 	$(PY) scripts/bench_live.py bench/live_usage.md
+	$(PY) scripts/bench_load.py bench/load.md
 
 # Fuzzing at the full bound: 800 generated requests per gRPC method (13 methods), 1000 events per
 # consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test runs the same tests at 40).

@@ -58,6 +58,11 @@ class InvalidKeyError(InvalidEventError, InvalidArgumentError):
     control line); a poison event (dead-lettered at once) or an INVALID_ARGUMENT request."""
 
 
+class BusyError(RLAnythingError, RuntimeError):
+    """Raised when a server refuses a request because too many are in progress (backpressure);
+    gRPC RESOURCE_EXHAUSTED, HTTP 429. The caller should retry later."""
+
+
 class TransientError(RLAnythingError, RuntimeError):
     """Raised by an event handler when a retry may succeed: the message is nak'ed with backoff."""
 

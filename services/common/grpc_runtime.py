@@ -16,7 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from services.common.config.base import MAX_MESSAGE_BYTES
-from services.common.errors import InvalidArgumentError, NotFoundError
+from services.common.errors import BusyError, InvalidArgumentError, NotFoundError
 
 __all__ = [
     "create_server",
@@ -123,8 +123,9 @@ async def create_server(
 def map_errors(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     """Decorate an async servicer method: project errors become gRPC status codes.
 
-    `InvalidArgumentError` → INVALID_ARGUMENT, `NotFoundError` → NOT_FOUND, each with the
-    exception's message as details. Anything else propagates (gRPC reports UNKNOWN).
+    `InvalidArgumentError` → INVALID_ARGUMENT, `NotFoundError` → NOT_FOUND, `BusyError` →
+    RESOURCE_EXHAUSTED, each with the exception's message as details. Anything else propagates
+    (gRPC reports UNKNOWN).
     """
 
     @functools.wraps(method)
@@ -135,6 +136,8 @@ def map_errors(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except NotFoundError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except BusyError as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         raise AssertionError("unreachable: context.abort raises")
 
     return wrapper

@@ -7,6 +7,7 @@ import grpc
 from rlanything.v1 import policy_pb2, policy_pb2_grpc
 from rlanything.v1.events_pb2 import SamplingParams
 
+from services.common.admission import Admission
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
 from services.common.models.generation import Generator, Sampling, generate_async
@@ -58,9 +59,11 @@ def chats_from_proto(prompts: list[policy_pb2.Conversation]) -> list[list[dict[s
 class PolicyServicer(policy_pb2_grpc.PolicyServicer):
     """Generate: token ids, behaviour log-probs and the model version of every completion."""
 
-    def __init__(self, generator: Generator, max_batch: int = 64) -> None:
+    def __init__(self, generator: Generator, max_batch: int = 64, admission: Admission | None = None) -> None:
         self.generator = generator
         self.max_batch = max_batch
+        self.admission = admission or Admission(64, "policy.max_pending_requests")
+        """Bound on generations in progress (shared with the HTTP endpoint): RESOURCE_EXHAUSTED over it."""
 
     @map_errors
     async def Generate(self, request: policy_pb2.GenerateRequest, context: grpc.aio.ServicerContext
@@ -70,7 +73,8 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         if len(chats) > self.max_batch:
             raise InvalidArgumentError(f"at most {self.max_batch} prompts per request, got {len(chats)}")
         version = self.generator.model_version
-        completions = await generate_async(self.generator, chats, sampling)
+        with self.admission.slot():
+            completions = await generate_async(self.generator, chats, sampling)
         return policy_pb2.GenerateResponse(
             model_version=version,
             completions=[policy_pb2.Completion(text=c.text, prompt_token_ids=c.prompt_token_ids, token_ids=c.token_ids,

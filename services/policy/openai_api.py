@@ -30,7 +30,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.common.errors import ContextLengthError, InvalidArgumentError
+from services.common.admission import Admission
+from services.common.errors import BusyError, ContextLengthError, InvalidArgumentError
 from services.common.models.generation import GenerationCancelled, Generator, Sampling, generate_async
 from services.policy.capture import CAPTURES, CaptureHeaderError, Capturer, capture_ticket
 
@@ -74,21 +75,25 @@ class ChatRequest(BaseModel):
     stream_options: StreamOptions | None = None
 
 
-def _error(message: str, param: str | None = None, status: int = 400, code: str | None = None) -> JSONResponse:
+def _error(message: str, param: str | None = None, status: int = 400, code: str | None = None,
+           kind: str = "invalid_request_error", headers: Mapping[str, str] | None = None) -> JSONResponse:
     """An OpenAI-style error body."""
-    return JSONResponse(status_code=status, content={"error": {"message": message, "type": "invalid_request_error",
-                                                               "param": param, "code": code}})
+    return JSONResponse(status_code=status, headers=dict(headers or {}),
+                        content={"error": {"message": message, "type": kind, "param": param, "code": code}})
 
 
 def build_app(generator: Generator, model_name: str, capturer: Capturer | None = None,
-              tenant_keys: Mapping[str, str] | None = None) -> FastAPI:
+              tenant_keys: Mapping[str, str] | None = None, admission: Admission | None = None) -> FastAPI:
     """The FastAPI app: ``POST /v1/chat/completions``, ``GET /v1/models``.
 
     Args:
         capturer: where captured completions go (None = capture off; see `services.policy.capture`).
         tenant_keys: tenant key → tenant name, for capture.
+        admission: the bound on generations in progress (shared with the gRPC servicer); a request
+            over it gets 429 ``rate_limit_exceeded`` with ``Retry-After: 1``. Default: 64.
     """
     keys = dict(tenant_keys or {})
+    gate = admission or Admission(64, "policy.max_pending_requests")
     app = FastAPI(title="RLAnything policy (OpenAI-compatible)")
 
     @app.exception_handler(RequestValidationError)
@@ -122,7 +127,11 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
                             max_new_tokens=req.max_completion_tokens or req.max_tokens or 256, stop=stop, seed=req.seed)
         chat_ = [{"role": m.role, "content": m.content or ""} for m in req.messages]
         try:
-            done = await _unless_disconnected(request, generate_async(generator, [chat_], sampling))
+            with gate.slot():
+                done = await _unless_disconnected(request, generate_async(generator, [chat_], sampling))
+        except BusyError as exc:
+            return _error(str(exc), None, status=429, code="rate_limit_exceeded", kind="rate_limit_error",
+                          headers={"Retry-After": "1"})
         except ContextLengthError as exc:
             return _error(str(exc), exc.param, code="context_length_exceeded")
         except InvalidArgumentError as exc:

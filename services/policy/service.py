@@ -18,6 +18,7 @@ from services.common.kv import ProtoBucket
 from services.common.models.factory import build_generator
 from services.common.models.generation import Generator, HFGenerator
 from services.common.models.source import require_source
+from services.common.admission import Admission
 from services.common.nats_server import free_port
 from services.common.runtime import Service
 from services.common.streams import Subjects
@@ -45,6 +46,8 @@ class PolicyService(Service):
         self.generator: Generator = build_generator(self.cfg.model, self.source)
         self.serves = self.cfg.role in ("all", "rollout")
         self.trains = self.cfg.role in ("all", "trainer")
+        self.admission = Admission(self.cfg.max_pending_requests, "policy.max_pending_requests")
+        """One bound for the OpenAI endpoint and gRPC Generate together."""
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
@@ -69,7 +72,8 @@ class PolicyService(Service):
                 capturer = Capturer(RegexRedactor(live.redaction.patterns, live.redaction.deny), self.cfg.capture.queue_size)
                 keys = live.tenant_keys()
                 self.background.append(asyncio.create_task(capturer.run(bus), name="capture"))
-            http = embedded_server(build_app(self.generator, self.source, capturer, keys), self.cfg.server.host, port)
+            http = embedded_server(build_app(self.generator, self.source, capturer, keys, self.admission),
+                                   self.cfg.server.host, port)
             self.http = http
             self.background.append(asyncio.create_task(http.serve(), name="openai-http"))
             self.log.info("openai endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1"})
@@ -77,7 +81,7 @@ class PolicyService(Service):
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         if not self.serves:
             return []
-        servicer = PolicyServicer(self.generator, self.cfg.max_batch)
+        servicer = PolicyServicer(self.generator, self.cfg.max_batch, self.admission)
         return [(SERVICE_NAME, lambda s: policy_pb2_grpc.add_PolicyServicer_to_server(servicer, s))]
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:

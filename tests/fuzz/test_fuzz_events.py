@@ -34,7 +34,7 @@ CONSUMED = [  # (stream, durable consumer, a subject it consumes, the payload ty
     ("INGEST", "env-live-candidates", "rla.ingest.candidate.fuzz", I.LiveTaskCandidate),
     ("INGEST", "ingest-captures", "rla.ingest.completion.fuzz.ep-1", I.CapturedCompletion),
 ]
-DRAIN_S = 300.0
+DRAIN_S = 300.0 + 2.0 * EVENTS
 """Seconds every consumer gets to handle or dead-letter what it was sent (more means a hung handler)."""
 
 

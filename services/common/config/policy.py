@@ -44,4 +44,7 @@ class PolicyServiceConfig(ServiceConfig):
     checkpoint_dir: str = Field("runs/checkpoints", description="Shared checkpoint store (a volume in k8s).")
     openai_port: int = Field(8000, ge=0, le=65535, description="OpenAI-compatible HTTP port (0 = free port).")
     max_batch: int = Field(64, ge=1, description="Chats per generate call.")
+    max_pending_requests: int = Field(
+        64, ge=1, description="Generation requests (HTTP and gRPC together) in progress at once; more are refused "
+                              "with 429 / RESOURCE_EXHAUSTED instead of queueing in memory.")
     capture: CaptureConfig = Field(default_factory=CaptureConfig)

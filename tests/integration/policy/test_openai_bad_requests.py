@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.common.admission import Admission
 from services.common.models.generation import HFGenerator
 from services.policy.openai_api import build_app
 from tests.integration.policy.conftest import serving
@@ -17,9 +18,12 @@ from tests.integration.policy.conftest import serving
 pytestmark = pytest.mark.integration
 
 
+GATE = Admission(2, "policy.max_pending_requests")
+
+
 @pytest.fixture(scope="module")
 def base(tiny_model_dir: Path) -> Iterator[str]:
-    with serving(build_app(HFGenerator(str(tiny_model_dir)), "tiny")) as url:
+    with serving(build_app(HFGenerator(str(tiny_model_dir)), "tiny", admission=GATE)) as url:
         yield url
 
 
@@ -50,3 +54,17 @@ def test_a_prompt_longer_than_the_context_window_is_a_400(base: str) -> None:
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert error["code"] == "context_length_exceeded" and error["param"] == "messages", error
+
+
+def test_a_request_over_the_pending_limit_gets_429_with_retry_after(base: str) -> None:
+    body = b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+    GATE.active = GATE.limit  # every slot taken (as by two long generations in progress)
+    try:
+        r = _post(base, body)
+    finally:
+        GATE.active = 0
+    assert r.status_code == 429 and r.headers["Retry-After"] == "1", r.text
+    error = r.json()["error"]
+    assert error["code"] == "rate_limit_exceeded" and error["type"] == "rate_limit_error"
+    assert "policy.max_pending_requests=2" in error["message"]
+    assert _post(base, body).status_code == 200  # the slots came back: served again
