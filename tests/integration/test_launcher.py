@@ -71,6 +71,12 @@ def test_up_serves_every_service_then_stops_cleanly_on_sigint(launched) -> None:
     endpoints = manifest["endpoints"]
     assert urllib.request.urlopen(f"{endpoints['openai']}/models", timeout=5).status == 200
     assert urllib.request.urlopen(endpoints["ingest"].removesuffix("/v1/ingest") + "/healthz", timeout=5).status == 200
+    import psutil
+
+    for pid in [manifest["nats_pid"], *(svc["pid"] for svc in manifest["services"].values())]:
+        listening = [c.laddr for c in psutil.Process(pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+        loopback = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}  # (an IPv4-mapped IPv6 socket on 127.0.0.1 too)
+        assert listening and all(a.ip in loopback for a in listening), (pid, listening)  # loopback only
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 0
     for name in SERVICES:  # each service shut down gracefully, not killed
