@@ -27,8 +27,10 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, FetchTimeoutError
 
 from services.common.config import MAX_MESSAGE_BYTES, ConsumerConfig, NatsConfig
-from services.common.errors import ConfigError, InvalidEventError, MessageTooLargeError, ServiceFailedError
+from services.common.errors import (ConfigError, InvalidEventError, InvalidKeyError, MessageTooLargeError,
+                                    ServiceFailedError)
 from services.common.metrics import EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
+from services.common.kv import MAX_KEY_CHARS
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
 __all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS"]
@@ -133,11 +135,17 @@ class EventBus:
 
         Raises:
             ValueError: ``msg_id`` is empty.
+            InvalidKeyError: ``subject`` or ``msg_id`` is longer than `MAX_KEY_CHARS` (built from an
+                id in the input: NATS would close the connection over such a control line or header).
             MessageTooLargeError: the serialised message is over ``limits.max_message_bytes``.
             nats.js.errors.NoStreamResponseError: no stream captures ``subject``.
         """
         if not msg_id:
             raise ValueError(f"publish to {subject}: msg_id must be a non-empty stable id")
+        for name, value in (("subject", subject), ("msg_id", msg_id)):
+            if len(value) > MAX_KEY_CHARS:
+                raise InvalidKeyError(f"publish: {name} of {len(value)} characters is over {MAX_KEY_CHARS} "
+                                      f"(it starts {value[:60]!r})")
         data = message.SerializeToString()
         if len(data) > self.max_message_bytes:
             raise MessageTooLargeError(

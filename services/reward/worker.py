@@ -69,7 +69,8 @@ def judged_msg_id(trajectory_id: str) -> str:
 
 def mark_key(trajectory_id: str) -> str:
     """A valid KV key for ``trajectory_id``: the id itself when NATS allows it, else a SHA-256 digest."""
-    if _KEY_OK.match(trajectory_id) and not trajectory_id.startswith(".") and not trajectory_id.endswith("."):
+    if (len(trajectory_id) <= 256 and _KEY_OK.match(trajectory_id) and not trajectory_id.startswith(".")
+            and not trajectory_id.endswith(".")):
         return trajectory_id
     return "sha256." + hashlib.sha256(trajectory_id.encode()).hexdigest()
 

@@ -180,6 +180,20 @@ async def test_a_reason_longer_than_a_header_is_cut_and_the_consumer_goes_on(bus
     assert events_pb2.RolloutJob.FromString(dead.data).job_id == huge  # the payload itself is kept whole
 
 
+async def test_a_huge_subject_or_message_id_is_refused_before_it_reaches_nats(bus: EventBus) -> None:
+    """Found by fuzzing: ids of 200,000 characters in a subject (or a header) made NATS close the
+    publisher's connection; the bus now refuses them as poison (the handler's message is then
+    dead-lettered) and the connection stays up."""
+    from services.common.errors import InvalidKeyError
+
+    with pytest.raises(InvalidKeyError, match="msg_id"):
+        await bus.publish(Subjects.ROLLOUT_JOBS, job("x"), msg_id="m" * 200_000)
+    with pytest.raises(InvalidKeyError, match="subject"):
+        await bus.publish(Subjects.ROLLOUT_JOBS + "." + "s" * 200_000, job("x"), msg_id="ok")
+    assert bus.nc.is_connected
+    assert not (await bus.publish(Subjects.ROLLOUT_JOBS, job("fine"), msg_id="fine")).duplicate
+
+
 async def test_two_consumers_of_one_message_each_keep_their_dead_letter(bus: EventBus) -> None:
     """Found by fuzzing: the critic and the env both consume policy versions; the dead letter's
     message id named only the stream sequence, so JetStream dropped the second as a duplicate."""

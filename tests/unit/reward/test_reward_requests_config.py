@@ -37,6 +37,10 @@ def test_mark_keys_are_valid_nats_keys() -> None:
     odd = mark_key("job:1 #2")
     assert odd.startswith("sha256.") and odd == mark_key("job:1 #2") and odd != mark_key("job:1 #3")
     assert mark_key(".x").startswith("sha256.")
+    # found by fuzzing: a 200,000-character id of valid characters became a 200,000-character
+    # subject, and NATS closed the judge's connection ("maximum control line exceeded")
+    long = mark_key("a" * 200_000)
+    assert long.startswith("sha256.") and len(long) < 100 and long != mark_key("a" * 199_999)
     assert MARK_TTL_S == 7 * 24 * 3600.0  # as long as the TRAJ log keeps a trajectory
 
 
