@@ -114,6 +114,17 @@ def summary_table(rounds: list[dict[str, float]], title: str) -> Table:
     return table
 
 
+def restarts_line(rounds: list[dict[str, float]]) -> str:
+    """One sentence on the processes the launcher restarted, by round (pure)."""
+    hit = [(int(r["round"]), int(r["launcher/restarts"])) for r in rounds if r.get("launcher/restarts")]
+    if not hit:
+        return "No process was restarted during the run."
+    total = sum(n for _, n in hit)
+    where = ", ".join(f"{n} in round {r}" for r, n in hit)
+    return (f"The launcher restarted {total} process{'es' if total > 1 else ''} ({where}); each round's counts "
+            "come from the streams, so they are those of an uninterrupted run (see logs/ for each exit).")
+
+
 def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str) -> Path:
     """report.md: the setting, the per-round table, and the curves."""
     lines = [f"# RLAnything run `{run_dir.name}`", "", header, "",
@@ -122,6 +133,7 @@ def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str) -> 
     for r in rounds:
         lines.append(f"| {int(r['round'])} | " + " | ".join(_fmt(r.get(k)) for k, _ in SUMMARY_KEYS) + " |")
     lines += ["", "Held-out and OOD success are measured on evaluation rounds only (`env.scheduler.eval_every`).", ""]
+    lines += [restarts_line(rounds), ""]
     lines += [f"![{title}]({name})" for name, title, _ in PLOTS]
     lines += ["", "![Where each round's wall time went](phases.png)"]
     path = run_dir / "report.md"

@@ -131,7 +131,8 @@ def _chaos_run(tmp_path: Path, cold: Path, extra: list[str], first: int = 1,
 
 
 def test_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Path) -> None:
-    _, rounds, _ = _chaos_run(tmp_path, cold, [])
+    run_dir, rounds, _ = _chaos_run(tmp_path, cold, [])
+    assert "The launcher restarted 4 processes" in (run_dir / "report.md").read_text()
     report("Synchronous: kill -9 of critic, reward (round 1), NATS, policy (round 2)", rounds,
            "Each of 3 rounds: jobs, trajectories, judgements and closed groups as in an uninterrupted run; "
            "each model trained once per round (version = round + 1).")

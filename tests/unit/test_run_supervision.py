@@ -53,3 +53,11 @@ def test_counts_come_from_ids_and_trained_batches_and_a_replay_counts_once() -> 
     assert record["counts/policy_batches"] == 3.0 and record["counts/reward_batches"] == 3.0
     assert record["launcher/restarts"] == 1.0
     assert progress.restarts == {"critic": 1}
+
+
+def test_the_report_says_which_rounds_had_restarts() -> None:
+    from services.run.report import restarts_line
+
+    assert restarts_line([{"round": 0.0, "launcher/restarts": 0.0}]) == "No process was restarted during the run."
+    line = restarts_line([{"round": 0.0}, {"round": 1.0, "launcher/restarts": 2.0}, {"round": 2.0, "launcher/restarts": 1.0}])
+    assert line.startswith("The launcher restarted 3 processes (2 in round 1, 1 in round 2)")
