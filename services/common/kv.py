@@ -33,15 +33,23 @@ MAX_KEY_CHARS = 1024
 (subject and headers sizes) passes 4096 bytes."""
 
 
+_VALID_KEY = re.compile(r"^[-/_=.A-Za-z0-9]+$")
+"""What NATS KV accepts as a key (and it may not start or end with '.')."""
+
+
 def check_key(key: str) -> str:
     """``key`` itself, when it can be a KV key.
 
     Raises:
-        InvalidKeyError: ``key`` is empty or longer than `MAX_KEY_CHARS`.
+        InvalidKeyError: ``key`` is empty, longer than `MAX_KEY_CHARS`, or holds a character KV
+            keys may not (outside ``[-/_=.A-Za-z0-9]``, or '.' first or last).
     """
     if not key or len(key) > MAX_KEY_CHARS:
         raise InvalidKeyError(f"KV key must be 1..{MAX_KEY_CHARS} characters, got {len(key)}"
                               + (f" (starting {key[:60]!r})" if key else ""))
+    if not _VALID_KEY.match(key) or key.startswith(".") or key.endswith("."):
+        raise InvalidKeyError(f"{key[:80]!r} cannot be a KV key: use only letters, digits and -/_=. "
+                              "(not '.' first or last)")
     return key
 
 

@@ -129,3 +129,16 @@ async def test_a_huge_id_is_refused_before_it_reaches_nats(bus: EventBus) -> Non
     assert not bus.nc.is_closed and bus.nc.is_connected
     await bucket.put("small", events_pb2.ModelVersion(version=1))  # the same connection still works
     assert (await bucket.get("small"))[0].version == 1
+
+
+async def test_a_key_with_characters_kv_refuses_is_our_invalid_key_error(bus: EventBus) -> None:
+    """Found by fuzzing: Environment.Reset of slot id ":" reached nats-py's own InvalidKeyError,
+    which the servicer did not know, so the caller saw UNKNOWN instead of INVALID_ARGUMENT."""
+    from services.common.errors import InvalidArgumentError, InvalidKeyError
+
+    bucket = await ProtoBucket.open(bus.js, "slots", events_pb2.ModelVersion)
+    for bad in (":", "a b", ".lead", "trail.", "é"):
+        with pytest.raises(InvalidKeyError) as err:
+            await bucket.get(bad)
+        assert isinstance(err.value, InvalidArgumentError) and repr(bad) in str(err.value)
+    assert await bucket.get("ok/key_1=A.b-c") == (None, 0)
