@@ -97,6 +97,7 @@ def _rss_mib(pid: int) -> float:
 def main(out: Path, seconds: float) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="rla-load-")) / "run"
     proc = subprocess.Popen([RLANYTHING, "up", "--fail-fast", "--run-dir", str(run_dir), "--set", "loop.rounds=1",
+                             "--set", "policy.openai_port=0", "--set", "ingest.http_port=0",
                              "--set", "env.scheduler.tasks_per_round=1", "--set", "env.scheduler.group_size=2",
                              "--set", "env.scheduler.eval_every=0"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -32,7 +32,7 @@ from services.policy.env_clients import EnvClient
 from services.common.answers import last_boxed
 from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
 
-__all__ = ["run_group", "sampling_of", "Agent", "GeneratorAgent"]
+__all__ = ["run_group", "sampling_of", "Agent", "GeneratorAgent", "unreachable_version"]
 
 
 class Agent(Protocol):
@@ -80,6 +80,21 @@ class _Episode:
     done: bool = False
     won: bool = False
     truncated: bool = False
+
+
+def unreachable_version(min_version: int, latest_announced: int | None) -> str | None:
+    """Why a job's ``min_policy_version`` can never be served (pure), or None when it can.
+
+    The scheduler asks only for announced versions; the latest-version record may trail the
+    announcement event by one version for a moment, so one ahead is still reachable. A job
+    further ahead (a fuzzed or corrupt job) would block a worker for its whole version wait.
+    """
+    if min_version <= 0:
+        return None
+    newest = 0 if latest_announced is None else latest_announced  # version 0 (the start) always exists
+    if min_version > newest + 1:
+        return f"asks for policy version {min_version}, but the newest announced is {newest}"
+    return None
 
 
 def sampling_of(job: RolloutJob) -> Sampling:

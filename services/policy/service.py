@@ -30,7 +30,7 @@ from services.common.http_server import embedded_server
 from services.common.redaction import RegexRedactor
 from services.policy.capture import Capturer
 from services.policy.openai_api import build_app
-from services.policy.rollout import run_group
+from services.policy.rollout import run_group, unreachable_version
 
 
 
@@ -100,6 +100,11 @@ class PolicyService(Service):
         if not job.job_id or not job.task.slot_id or job.group_size < 1 or len(job.seeds) < job.group_size:
             raise InvalidEventError(f"rollout job {job.job_id!r}: needs job_id, task.slot_id, group_size >= 1 and "
                                     f"group_size seeds (got group_size={job.group_size}, {len(job.seeds)} seeds)")
+        if job.min_policy_version > self.generator.model_version:
+            latest = await self.versions.latest("policy")
+            why = unreachable_version(job.min_policy_version, latest.version if latest else None)
+            if why:
+                raise InvalidEventError(f"rollout job {job.job_id[:200]!r} {why}")
         deadline = time.monotonic() + self.cfg.rollout.version_wait_s
         while self.generator.model_version < job.min_policy_version:
             if not await self.follower.load_latest():

@@ -28,11 +28,13 @@ TALLIES: dict[str, Counter[str]] = {}
 """target (``Service/Method``, ``subject``, ``POST /v1/chat/completions``) -> outcome -> count."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """The five services and NATS, started once; the services.json manifest."""
+    """The five services and NATS, started once for the fuzz tests (stopped after them, so the
+    rest of the suite has the machine, and port 8000, to itself); the services.json manifest."""
     run_dir = tmp_path_factory.mktemp("fuzz") / "run"
     proc = subprocess.Popen([RLANYTHING, "up", "--fail-fast", "--run-dir", str(run_dir),
+                             "--set", "policy.openai_port=0", "--set", "ingest.http_port=0",
                              "--set", "ingest.tenants.fuzz.key=fuzz-key-0123456789abcdef",
                              "--set", "ingest.tenants.fuzz.secret=fuzz-secret-0123456789abcdef",
                              # one small round, so the fuzzed requests do not queue behind a whole loop's work

@@ -83,8 +83,11 @@ def messages(descriptor: Descriptor, depth: int = 3) -> st.SearchStrategy[Messag
                     getattr(msg, field.name).CopyFrom(draw(sub))
             elif field.is_repeated:
                 count = draw(st.one_of(st.integers(0, 6), st.just(5_000)))
-                value = draw(_scalar(field))
-                getattr(msg, field.name).extend([value] * count if count > 6 else draw(st.lists(_scalar(field), min_size=count, max_size=count)))
+                if count > 6:  # a long list of one short value (5,000 huge strings would be gigabytes)
+                    short = st.text(max_size=8) if field.type == FieldDescriptor.TYPE_STRING else _scalar(field)
+                    getattr(msg, field.name).extend([draw(short)] * count)
+                else:
+                    getattr(msg, field.name).extend(draw(st.lists(_scalar(field), min_size=count, max_size=count)))
             else:
                 setattr(msg, field.name, draw(_scalar(field)))
         return msg

@@ -34,3 +34,14 @@ def test_a_response_cut_by_max_new_tokens_is_marked_on_its_step() -> None:
     gen = Scripted([("I think \\boxed{", "length"), ("\\boxed{1}", "stop"), ("\\boxed{2}", "stop")])
     (t,) = asyncio.run(run_group(job, env, gen))
     assert [(s.valid, s.response_truncated) for s in t.steps][:2] == [(False, True), (True, False)]
+
+
+def test_a_job_asking_for_a_version_far_ahead_of_every_announcement_is_unreachable() -> None:
+    """Found by fuzzing: a job asking for policy version 34 when 1 was the newest held the only
+    rollout worker for 5 deliveries x 120 s of version wait before reaching the dead letters."""
+    from services.policy.rollout import unreachable_version
+
+    assert unreachable_version(34, 1) == "asks for policy version 34, but the newest announced is 1"
+    assert unreachable_version(2, 1) is None  # the latest record may trail the announcement by one
+    assert unreachable_version(1, None) is None and unreachable_version(2, None) is not None
+    assert unreachable_version(0, None) is None
