@@ -134,7 +134,11 @@ class RoundProgress:
         jobs = self.metrics.get("critic/jobs_in_round", 0)
         closed = self.metrics.get("critic/groups_complete", 0) + self.metrics.get("critic/groups_partial", 0)
         groups_done = jobs > 0 and closed >= jobs
-        return groups_done and (mode == "async" or {"policy", "reward"} <= set(self.trained))
+        # the critic closed groups of trajectories that were judged: until this process has read all
+        # of them from the streams, the round's counts would come out short (the readers lag a little)
+        seen = self.metrics.get("critic/trajectories", 0)
+        caught_up = len(self.trajectories) >= seen and len(self.judged) >= seen
+        return groups_done and caught_up and (mode == "async" or {"policy", "reward"} <= set(self.trained))
 
     def record(self, accepted_total: float, wall_s: float) -> dict[str, float]:
         """The round's line of metrics.jsonl."""

@@ -61,3 +61,17 @@ def test_the_report_says_which_rounds_had_restarts() -> None:
     assert restarts_line([{"round": 0.0, "launcher/restarts": 0.0}]) == "No process was restarted during the run."
     line = restarts_line([{"round": 0.0}, {"round": 1.0, "launcher/restarts": 2.0}, {"round": 2.0, "launcher/restarts": 1.0}])
     assert line.startswith("The launcher restarted 3 processes (2 in round 1, 1 in round 2)")
+
+
+def test_a_round_is_not_complete_while_its_judgements_are_still_being_read() -> None:
+    """Found by the asynchronous chaos test: a round recorded as soon as the critic closed its
+    groups showed 27 judged of 28 trajectories — the last judgement was not read yet."""
+    progress = RunProgress()
+    rp = progress.round(0)
+    rp.metrics = {"critic/jobs_in_round": 1.0, "critic/groups_complete": 1.0, "critic/trajectories": 2.0}
+    for msg_id in ("r0/job-0/0", "r0/job-0/1"):
+        progress.on_id("trajectories", msg_id)
+    progress.on_id("judged", "r0/job-0/0")
+    assert not rp.complete("async")
+    progress.on_id("judged", "r0/job-0/1")
+    assert rp.complete("async")
