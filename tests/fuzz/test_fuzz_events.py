@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from rlanything.v1 import events_pb2, ingest_pb2
 from services.common.config.base import MAX_MESSAGE_BYTES
 from services.common.streams import DLQ_PREFIX
-from tests.fuzz.conftest import EVENTS, tally
+from tests.fuzz.tally import EVENTS, tally
 from tests.fuzz.strategies import payloads
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from rlanything.v1 import critic_pb2, env_pb2, ingest_pb2, policy_pb2, reward_pb2
-from tests.fuzz.conftest import EXAMPLES, tally
+from tests.fuzz.tally import EXAMPLES, tally
 from tests.fuzz.strategies import payloads
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.conftest import EXAMPLES, tally
+from tests.fuzz.tally import EXAMPLES, tally
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
