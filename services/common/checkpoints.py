@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -77,12 +78,14 @@ class VersionStore:
         return latest, max(0.0, time.time() - latest.published_unix_s)
 
     async def announce(self, role: str, version: int, uri: str | Path, trained_on_round: int,
-                       metrics: dict[str, float] | None = None) -> ModelVersion:
-        """Publish ``rla.models.<role>`` (msg id ``<role>/v<version>``) and record it as the latest."""
+                       metrics: dict[str, float] | None = None, batch_keys: Sequence[str] = ()) -> ModelVersion:
+        """Publish ``rla.models.<role>`` (msg id ``<role>/v<version>``) and record it as the latest;
+        ``batch_keys``: the stored sample batches it was trained on."""
         enum, subject = ROLES[role]
         event = ModelVersion(role=enum, version=version, uri=str(uri), sha256=checkpoint_sha256(uri),
                              trained_on_round=trained_on_round, published_unix_s=time.time(),
-                             metrics={k: v for k, v in (metrics or {}).items() if v == v})  # drop NaN
+                             metrics={k: v for k, v in (metrics or {}).items() if v == v},  # drop NaN
+                             batch_keys=list(batch_keys))
         await self.bus.publish(subject, event, msg_id=f"{role}/v{version}")
 
         def newer(current: ModelVersion | None) -> ModelVersion:

@@ -9,7 +9,11 @@ A `Trainer` is composed of two parts:
   samples, so the scheduler can go on); asynchronous mode trains whenever ``min_samples_async``
   samples are stored, with behaviour log-probs as π_old. Live batches (``live``: samples from a
   product's traffic, not part of any round) are stored under ``live.`` and trained with the next
-  round (sync) or the next quota (async); the metric ``live_samples`` counts them;
+  round (sync) or the next quota (async); the metric ``live_samples`` counts them. Each batch is
+  trained in exactly one version, across restarts: the announcement lists the batch keys it was
+  trained on, and only then are they marked trained (bucket ``<role>_trained``, key → version) and
+  deleted; a trainer started after a crash in between finishes that first, and a redelivered batch
+  whose key is marked is acked without being stored again;
 * a learner, which does the training and says where the new version lives: `PPOLearner`
   (PPO on local weights; ``frozen`` keeps the weights, the fixed-judge ablation) or
   `VersionOnlyLearner` (a judge without local weights: a new version number per round).
@@ -30,10 +34,11 @@ from google.protobuf.message import Message
 from prometheus_client import Gauge
 
 from services.common.algo.batching import Sample
-from services.common.bus import Delivery
 from services.common.checkpoints import VersionStore, save_checkpoint
 from services.common.config import PPOConfig
 from services.common.errors import InvalidEventError
+from rlanything.v1.events_pb2 import ModelVersion
+from services.common.bus import Delivery, EventBus
 from services.common.kv import ProtoBucket, escape_id
 from services.common.models.generation import HFGenerator
 from services.common.training import ppo_update
@@ -142,15 +147,25 @@ class Trainer:
     them with ``learner`` when a round (sync) or the sample quota (async) is complete."""
 
     def __init__(self, role: str, learner: Learner, versions: VersionStore, store: ProtoBucket,
-                 mode: str = "sync", min_samples_async: int = 64) -> None:
+                 trained: ProtoBucket, mode: str = "sync", min_samples_async: int = 64) -> None:
         self.role = role
         self.learner = learner
         self.versions = versions
         self.store = store
+        self.trained = trained
+        """Batch key → the version (a `ModelVersion` with ``version`` set) that trained it."""
         self.mode = mode
         self.min_samples_async = min_samples_async
         self._lock = asyncio.Lock()
+        self._recovered = False
         self.last_metrics: dict[str, float] = {}
+
+    @classmethod
+    async def open(cls, bus: EventBus, role: str, learner: Learner, versions: VersionStore, store: ProtoBucket,
+                   mode: str = "sync", min_samples_async: int = 64) -> "Trainer":
+        """A trainer over ``store`` with its trained-batch bucket ``<role>_trained`` (created if missing)."""
+        trained = await ProtoBucket.open(bus.js, f"{role}_trained", ModelVersion)
+        return cls(role, learner, versions, store, trained, mode, min_samples_async)
 
     async def ensure_initial_version(self, source_uri: str = "") -> None:
         """Announce version 0 (the starting weights, "trained on round -1") if nothing was announced."""
@@ -166,6 +181,12 @@ class Trainer:
                                     f"{batch_id!r}, {jobs}")
         async with self._lock:
             latest = await self.versions.latest(self.role)
+            if not self._recovered:
+                if latest is not None:
+                    await self._forget(latest.batch_keys, int(latest.version))
+                self._recovered = True
+            if (await self.trained.get(batch_key(round_, batch_id, live)))[0] is not None:
+                return  # redelivered after a version was trained on it
             trained_round = latest.trained_on_round if latest else -1
             if live:  # kept until the next training, whatever round that is; it names no round itself
                 await self.store.put(batch_key(round_, batch_id, live=True), batch)
@@ -204,9 +225,15 @@ class Trainer:
         self.last_metrics = {**metrics, "version": float(version), "round": float(round_),
                              "batches": float(len(keys)), "samples": float(len(samples)),
                              "live_samples": float(live_samples)}
-        await self.versions.announce(self.role, version, uri, trained_on_round=round_, metrics=self.last_metrics)
-        for key in keys:
-            await self.store.kv.delete(key)
+        await self.versions.announce(self.role, version, uri, trained_on_round=round_, metrics=self.last_metrics,
+                                     batch_keys=sorted(keys))
+        await self._forget(keys, version)
         for k, v in self.last_metrics.items():
             TRAINER_METRICS.labels(self.role, k).set(v)
         log.info("trained", extra={"role": self.role, "round": round_, "version": version, **metrics})
+
+    async def _forget(self, keys: Sequence[str], version: int) -> None:
+        """Mark ``keys`` trained by ``version``, then delete the stored batches (idempotent)."""
+        for key in keys:
+            await self.trained.put(key, ModelVersion(version=version))
+            await self.store.kv.delete(key)

@@ -66,7 +66,7 @@ class RewardService(Service):
             else:
                 learner = VersionOnlyLearner("oracle:" if self.cfg.backend == "oracle"
                                              else f"openai:{self.cfg.model.openai_base_url}")
-            self.trainer = Trainer("reward", learner, self.versions, store, mode=mode,
+            self.trainer = await Trainer.open(bus, "reward", learner, self.versions, store, mode=mode,
                                    min_samples_async=self.cfg.ppo.min_samples_async)
             await self.trainer.ensure_initial_version(self.source)
         if self.judge is not None:

@@ -8,7 +8,7 @@ from services.common.config.critic import CriticServiceConfig, LiveCriticConfig
 from services.common.config.ingest import IngestServiceConfig, RedactionConfig, TenantConfig
 from services.common.config.env import FamilyConfig, SchedulerConfig, AdaptationConfig, EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
-from services.common.config.models import TinyModelConfig, ModelConfig, PPOConfig, SFTConfig
+from services.common.config.models import TinyModelConfig, ModelConfig, PPOConfig, SFTConfig, VLLMConfig
 from services.common.config.policy import RolloutConfig, PolicyServiceConfig
 from services.common.config.reward import JudgeSFTConfig, RewardServiceConfig
 from services.common.config.run import RunConfig, load_config, apply_overrides, dump_config
@@ -34,6 +34,7 @@ __all__ = [
     "EnvServiceConfig",
     "LauncherConfig",
     "TinyModelConfig",
+    "VLLMConfig",
     "ModelConfig",
     "PPOConfig",
     "SFTConfig",

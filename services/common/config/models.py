@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from services.common.config.base import StrictModel
 
-__all__ = ["TinyModelConfig", "ModelConfig", "PPOConfig", "SFTConfig"]
+__all__ = ["TinyModelConfig", "VLLMConfig", "ModelConfig", "PPOConfig", "SFTConfig"]
 
 
 class TinyModelConfig(StrictModel):
@@ -18,6 +18,16 @@ class TinyModelConfig(StrictModel):
     layers: int = Field(2, ge=1, description="Decoder layers.")
     heads: int = Field(4, ge=1, description="Attention heads.")
     vocab_size: int = Field(512, ge=300, description="Byte-level BPE vocabulary (keep it small on CPU).")
+
+
+class VLLMConfig(StrictModel):
+    """Engine settings of the `vllm` backend (vLLM's `LLM(...)` arguments of the same names)."""
+
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights and activations; float32 matches the CPU trainer's log-probs most closely.")
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="Share of GPU memory the engine may take.")
+    max_model_len: int = Field(0, ge=0, description="Context window in tokens (0 = the model's own).")
+    enforce_eager: bool = Field(False, description="No CUDA graphs / compilation: faster start, slower steps.")
 
 
 class ModelConfig(StrictModel):
@@ -33,6 +43,7 @@ class ModelConfig(StrictModel):
     openai_api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
     device: str = Field("cpu", description="torch device for hf: 'cpu' or 'cuda'.")
+    vllm: VLLMConfig = Field(default_factory=VLLMConfig)
 
 
 class PPOConfig(StrictModel):

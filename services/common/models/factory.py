@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from services.common.config import ModelConfig
-from services.common.models.generation import Generator, HFGenerator, OpenAIGenerator, VLLMGenerator
+from services.common.models.generation import Generator, HFGenerator, OpenAIGenerator
 
 __all__ = ["build_generator"]
 
@@ -20,7 +20,12 @@ def build_generator(model: ModelConfig, source: str, version: int = 0) -> Genera
     if model.backend == "hf":
         return HFGenerator(source, model.cache_dir, version, device=model.device, threads=model.threads or None)
     if model.backend == "vllm":
-        return VLLMGenerator(source, model.cache_dir, version)
+        from services.common.models.vllm_engine import VLLMGenerator  # the optional extra
+
+        v = model.vllm
+        return VLLMGenerator(source, model.cache_dir, version, dtype=v.dtype,
+                             gpu_memory_utilization=v.gpu_memory_utilization,
+                             max_model_len=v.max_model_len or None, enforce_eager=v.enforce_eager)
     if not model.openai_base_url:
         raise ValueError("model.openai_base_url is required for the openai backend")
     return OpenAIGenerator(model.openai_base_url, model.openai_model or source,

@@ -1,4 +1,4 @@
-"""One generation interface, three backends: `hf` (transformers), `vllm` (GPU extra), `openai`.
+"""One generation interface, three backends: `hf` (transformers), `vllm` (`vllm_engine`), `openai`.
 
 Every backend takes a batch of chats and returns, per chat, the completion text, its token ids
 and the behaviour log-probs of those tokens (at temperature 1, the convention the trainer uses),
@@ -29,8 +29,8 @@ from transformers.utils import logging as hf_logging
 from services.common.errors import ContextLengthError
 from services.common.models.loading import load_model
 
-__all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "VLLMGenerator", "Chat", "eos_ids",
-           "cut_at_eos", "GenerationCancelled", "generate_async", "check_context"]
+__all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "Chat", "eos_ids",
+           "cut_at_eos", "GenerationCancelled", "generate_async", "check_context", "encode_chat"]
 
 hf_logging.disable_progress_bar()
 Chat = Sequence[dict[str, str]]
@@ -108,6 +108,17 @@ def cut_at_eos(ids: Sequence[int], stop_ids: Sequence[int]) -> tuple[int, str]:
     return len(ids), "length"
 
 
+def encode_chat(tokenizer: Any, chat: Chat) -> list[int]:
+    """Token ids of ``chat`` under ``tokenizer``'s chat template, generation prompt appended.
+
+    Every backend that reports token ids builds its prompts here, so the ids a trainer receives are
+    the ids the model was conditioned on (the template adds whatever BOS the model expects; nothing
+    is added a second time).
+    """
+    ids = tokenizer.apply_chat_template(list(chat), add_generation_prompt=True, tokenize=True)
+    return [int(i) for i in (ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)]
+
+
 async def generate_async(generator: Generator, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
     """``generator.generate`` in a worker thread; cancelling the awaiting task cancels the generation.
 
@@ -162,8 +173,7 @@ class HFGenerator(Generator):
 
     def encode_chat(self, chat: Chat) -> list[int]:
         """Token ids of ``chat`` with the generation prompt appended (the chat template)."""
-        ids = self._loaded.tokenizer.apply_chat_template(list(chat), add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+        return encode_chat(self._loaded.tokenizer, chat)
 
     @torch.no_grad()
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
@@ -306,42 +316,3 @@ class OpenAIGenerator(Generator):
 
         with ThreadPoolExecutor(self.max_parallel) as pool:
             return list(pool.map(one, chats))
-
-
-class VLLMGenerator(Generator):
-    """vLLM offline engine (GPU; install the `vllm` extra). Unverified on this CPU-only machine."""
-
-    def __init__(self, source: str, cache_dir: str | Path = ".cache/models", version: int = 0,
-                 gpu_memory_utilization: float = 0.5) -> None:
-        from vllm import LLM  # optional dependency
-
-        from services.common.models.loading import resolve_model_path
-
-        self._llm_cls = LLM
-        self.gpu_memory_utilization = gpu_memory_utilization
-        self.cache_dir = cache_dir
-        self.llm = LLM(model=resolve_model_path(source, cache_dir), gpu_memory_utilization=gpu_memory_utilization)
-        self.model_version = version
-
-    def load_version(self, path: str, version: int) -> None:
-        del self.llm
-        self.llm = self._llm_cls(model=path, gpu_memory_utilization=self.gpu_memory_utilization)
-        self.model_version = version
-
-    def generate(self, chats: Sequence[Chat], sampling: Sampling,
-                 cancel: threading.Event | None = None) -> list[Completion]:
-        from vllm import SamplingParams
-
-        if cancel is not None and cancel.is_set():  # the offline engine runs a batch to its end
-            raise GenerationCancelled("generation cancelled by its caller")
-        params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
-                                max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
-                                logprobs=0, seed=sampling.seed)
-        outputs = self.llm.chat([list(c) for c in chats], params, use_tqdm=False)
-        results = []
-        for out in outputs:
-            gen = out.outputs[0]
-            logprobs = tuple(float(step[tid].logprob) for tid, step in zip(gen.token_ids, gen.logprobs or []))
-            results.append(Completion(gen.text, tuple(out.prompt_token_ids), tuple(gen.token_ids), logprobs,
-                                      gen.finish_reason or "stop"))
-        return results
