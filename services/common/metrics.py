@@ -9,6 +9,7 @@ __all__ = [
     "EVENTS_DEAD_LETTERED",
     "EVENT_HANDLER_SECONDS",
     "SERVICE_UP",
+    "CONSUMER_PENDING",
     "start_metrics_server",
 ]
 
@@ -25,6 +26,10 @@ EVENT_HANDLER_SECONDS = Histogram(
     "rla_event_handler_seconds", "Seconds spent in an event handler.", ["consumer"]
 )
 SERVICE_UP = Gauge("rla_service_up", "1 while the service is serving.", ["service"])
+CONSUMER_PENDING = Gauge(
+    "rla_consumer_pending", "Messages still waiting for this durable consumer (its lag), as of its last delivery.",
+    ["stream", "consumer"],
+)
 
 
 def start_metrics_server(host: str, port: int) -> int:

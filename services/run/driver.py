@@ -19,7 +19,9 @@ from services.run.launcher import Launcher
 from services.run.guards import format_collapse
 from services.run.monitor import subscribe_progress
 from services.run.progress import RunProgress
+from services.run.recorder import record_events
 from services.run.report import append_round, read_rounds, summary_table, write_plots, write_report
+from services.run.trackers import Trackers
 
 __all__ = ["run_loop", "load_for_resume"]
 
@@ -61,12 +63,15 @@ def _status(config: RunConfig, progress: RunProgress, done: list[dict[str, float
     return table
 
 
-async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console: Console, resume: bool) -> int:
+async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console: Console, resume: bool,
+                  trackers: Trackers) -> int:
     url = await asyncio.to_thread(launcher.start_nats)
     done = read_rounds(run_dir / "metrics.jsonl")
     progress = RunProgress(first_round=len(done))  # the followers replay the store: a resume sees every round
     nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
     watchers = await subscribe_progress(nc, progress)
+    if config.logging.events:
+        watchers += await record_events(nc, run_dir)
     await asyncio.to_thread(launcher.start_services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -91,6 +96,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
                         if f"{role}/version" not in record:
                             record.update({f"{role}/{k}": v for k, v in metrics.items()})
                 append_round(run_dir / "metrics.jsonl", record)
+                trackers.log_round(record)
                 done.append(record)
                 round_started = now
                 next_round += 1
@@ -111,6 +117,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
     for w in watchers:
         if isinstance(w, asyncio.Task):
             w.cancel()
+    await asyncio.sleep(0)  # let cancelled recorders close their files
     await nc.close()
     return code
 
@@ -126,12 +133,14 @@ def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = 
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     if not resume:
         (run_dir / USER_CONFIG).write_text(dump_config(config))
+    trackers = Trackers(config.logging, run_dir, config.model_dump(mode="json"))
     launcher = Launcher(config, run_dir, console, persistent_nats=True, fail_fast=fail_fast)
     wall = time.monotonic()
     try:
-        code = asyncio.run(_follow(config, launcher, run_dir, console, resume))
+        code = asyncio.run(_follow(config, launcher, run_dir, console, resume, trackers))
     finally:
         launcher.stop()
+        trackers.close()
     rounds = read_rounds(run_dir / "metrics.jsonl")
     header = (f"Family `{config.env.families[0].type}`, knobs {config.env.families[0].knobs}; "
               f"{config.env.scheduler.tasks_per_round} tasks × G={config.env.scheduler.group_size} per round, "
@@ -141,5 +150,5 @@ def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = 
     write_plots(rounds, run_dir)
     write_report(rounds, run_dir, header)
     console.print(summary_table(rounds, f"RLAnything run {run_dir.name}"))
-    console.print(f"run directory: {run_dir}  (report.md, metrics.jsonl, *.png)")
+    console.print(f"run directory: {run_dir}  (report.md, metrics.jsonl, *.png; see it all: rlanything view {run_dir})")
     return code

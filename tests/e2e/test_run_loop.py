@@ -57,9 +57,9 @@ def write_config(tmp_path: Path, rounds: int, cold: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cold(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cold-start cache shared by the tests of this module (SFT runs once)."""
-    return tmp_path_factory.mktemp("coldstart")
+def cold(tiny_cold: Path) -> Path:
+    """The cold-start cache of the session (SFT runs once)."""
+    return tiny_cold
 
 
 def rounds_of(run_dir: Path) -> list[dict]:
@@ -75,11 +75,8 @@ async def pool_slots(store: Path) -> list[TaskSlot]:
     return slots
 
 
-def test_two_rounds_close_all_three_loops(tmp_path: Path, cold: Path) -> None:
-    run_dir = tmp_path / "run"
-    result = subprocess.run([RLANYTHING, "run", str(write_config(tmp_path, 2, cold)), "--run-dir", str(run_dir)],
-                            capture_output=True, text=True, timeout=1500)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_two_rounds_close_all_three_loops(two_round_run: Path) -> None:
+    run_dir = two_round_run
     rounds = rounds_of(run_dir)
     assert [r["round"] for r in rounds] == [0, 1]
     for r in rounds:

@@ -35,10 +35,11 @@ OVERLAYS: dict[str, Path] = {
     "cpu": K8S_DIR / "overlays" / "cpu",
     "autoscale": K8S_DIR / "overlays" / "autoscale",
     "openai-judge": K8S_DIR / "overlays" / "openai-judge",
+    "monitoring": K8S_DIR / "overlays" / "monitoring",
 }
 """Every kustomization a user can apply, by short name."""
 
-CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject")}
+CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject"), ("monitoring.coreos.com/v1", "PodMonitor")}
 """Custom resources kubernetes-validate has no schema for; tests check them structurally."""
 
 ROLES: dict[str, tuple[str, str | None]] = {

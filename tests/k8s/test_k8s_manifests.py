@@ -34,7 +34,7 @@ from tests.k8s.kube import (
 )
 
 ALL = sorted(OVERLAYS)
-GPU_OVERLAYS = ["default", "autoscale", "openai-judge"]
+GPU_OVERLAYS = ["default", "autoscale", "openai-judge", "monitoring"]
 SCALABLE = {"env", "policy-rollout", "reward-judge"}
 """Roles whose replica count belongs to `kubectl scale` / KEDA (no `replicas` in the manifest)."""
 SINGLETONS = {"policy-trainer", "reward-trainer", "critic"}

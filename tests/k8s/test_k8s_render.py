@@ -1,7 +1,7 @@
 """Every kustomization renders, and every built-in object is valid for the pinned Kubernetes.
 
 Strict validation (`kubernetes-validate --strict -k 1.33.0`, as a library call) rejects unknown
-fields and wrong types offline; custom resources (KEDA) have no schema there and are checked
+fields and wrong types offline; custom resources (KEDA, the Prometheus operator) have no schema there and are checked
 structurally in test_k8s_manifests.py.
 """
 
@@ -51,7 +51,8 @@ def test_everything_lives_in_the_rlanything_namespace(overlay: str) -> None:
     assert not wrong, f"objects outside namespace {NAMESPACE}: {wrong}"
 
 
-def test_only_the_autoscale_overlay_has_custom_resources() -> None:
+def test_only_the_autoscale_and_monitoring_overlays_have_custom_resources() -> None:
+    expected = {"autoscale": {"ScaledObject"}, "monitoring": {"PodMonitor"}}
     for overlay in OVERLAYS:
-        crds = [o["metadata"]["name"] for o in render(overlay).objects if api_key(o) in CRD_KINDS]
-        assert bool(crds) == (overlay == "autoscale"), f"{overlay}: custom resources {crds}"
+        crds = {o["kind"] for o in render(overlay).objects if api_key(o) in CRD_KINDS}
+        assert crds == expected.get(overlay, set()), f"{overlay}: custom resources {crds}"

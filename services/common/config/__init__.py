@@ -8,6 +8,7 @@ from services.common.config.critic import CriticServiceConfig, LiveCriticConfig
 from services.common.config.ingest import IngestServiceConfig, RedactionConfig, TenantConfig
 from services.common.config.env import FamilyConfig, SchedulerConfig, AdaptationConfig, EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
+from services.common.config.tracking import LoggingConfig
 from services.common.config.models import TinyModelConfig, ModelConfig, PPOConfig, SFTConfig, VLLMConfig
 from services.common.config.policy import RolloutConfig, PolicyServiceConfig
 from services.common.config.reward import JudgeSFTConfig, RewardServiceConfig
@@ -33,6 +34,7 @@ __all__ = [
     "AdaptationConfig",
     "EnvServiceConfig",
     "LauncherConfig",
+    "LoggingConfig",
     "TinyModelConfig",
     "VLLMConfig",
     "ModelConfig",

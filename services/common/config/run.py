@@ -20,6 +20,7 @@ from services.common.config.env import EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
 from services.common.config.policy import PolicyServiceConfig
 from services.common.config.reward import RewardServiceConfig
+from services.common.config.tracking import LoggingConfig
 from services.common.errors import ConfigError
 
 __all__ = ["RunConfig", "load_config", "apply_overrides", "dump_config"]
@@ -40,6 +41,7 @@ class RunConfig(StrictModel):
     critic: CriticServiceConfig = Field(default_factory=CriticServiceConfig)
     ingest: IngestServiceConfig = Field(default_factory=IngestServiceConfig)
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:

@@ -1,0 +1,102 @@
+"""Write the loop's events to ``runs/<id>/events/`` as JSON lines, for `rlanything view`.
+
+Three files, each fed by a `StreamFollower` from the first stream message on (so a resumed run
+re-reads the store and a restart of NATS loses nothing), one JSON object per line:
+
+* ``judged.jsonl``: every `JudgedTrajectory` (the trajectory with its steps, and the m votes of
+  each step with their text), without token ids and log-probs;
+* ``tasks.jsonl``: every `TaskReport` (a closed group: acc, wins, the judge's bad steps);
+* ``pool.jsonl``: every `TaskPoolEvent` (requested, proposed, accepted, rejected, with reasons).
+
+A line may repeat after a resume (the follower replays the store): readers de-duplicate by id
+(`read_events`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from rlanything.v1.events_pb2 import JudgedTrajectory, TaskPoolEvent, TaskReport
+
+from services.common.streams import Subjects
+from services.run.monitor import StreamFollower
+
+__all__ = ["record_events", "read_events", "EVENT_FILES", "to_json"]
+
+EVENT_FILES = {"judged": ("TRAJ", Subjects.TRAJ_JUDGED, JudgedTrajectory),
+               "tasks": ("REPORTS", Subjects.CRITIC_TASK, TaskReport),
+               "pool": ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent)}
+"""File stem → (stream, subject, message type)."""
+_DROPPED = {"prompt_token_ids", "response_token_ids", "behaviour_logprobs"}
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in _DROPPED}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def to_json(message: Message) -> dict[str, Any]:
+    """``message`` as a JSON-ready dict (proto field names, defaults included), token ids dropped."""
+    return _strip(json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                            always_print_fields_with_no_presence=True))
+
+
+async def record_events(nc: NATS, run_dir: Path) -> list[asyncio.Task]:
+    """Start following the three subjects into ``run_dir``/events; returns the tasks (cancel them
+    to stop). Each line is written and flushed as its message arrives."""
+    out = run_dir / "events"
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = []
+    for stem, (stream, subject, kind) in EVENT_FILES.items():
+        handle = open(out / f"{stem}.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed with its task
+
+        def sink(msg: Msg, kind: Any = kind, handle: Any = handle) -> None:
+            handle.write(json.dumps(to_json(kind.FromString(msg.data)), ensure_ascii=False) + "\n")
+            handle.flush()
+
+        follower = StreamFollower(nc, stream, subject, sink)
+        task = asyncio.create_task(follower.run(), name=f"record {stem}")
+        task.add_done_callback(_closer(handle))
+        tasks.append(task)
+    return tasks
+
+
+def _closer(handle: Any) -> Callable[[asyncio.Task], None]:
+    return lambda _task: handle.close()
+
+
+def read_events(path: Path, key: str) -> Iterator[dict[str, Any]]:
+    """The JSON lines of ``path`` (none if missing), the first of each ``key`` value only; a line
+    cut short by a crash mid-write is skipped."""
+    if not path.exists():
+        return
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            ident = _dig(event, key)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            yield event
+
+
+def _dig(event: dict[str, Any], dotted: str) -> str:
+    value: Any = event
+    for part in dotted.split("."):
+        value = value.get(part, {}) if isinstance(value, dict) else {}
+    return str(value)

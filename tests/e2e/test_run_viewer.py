@@ -1,0 +1,96 @@
+"""What a finished two-round run leaves for people to look at: the event log, TensorBoard event
+files (read back with TensorBoard's own reader) and the `rlanything view` page, opened in headless
+Chromium (Debian's `chromium`, driven by Playwright): it loads without console errors, lists every
+trajectory, and a clicked trajectory shows its steps' votes and oracle labels."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from services.run.recorder import read_events
+from tests.e2e.test_run_loop import RLANYTHING, rounds_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOT = os.environ.get("RLA_VIEWER_SCREENSHOT", "")
+"""Where to save the page's screenshot after a click (the README's picture); empty: a temp file."""
+
+
+def judged(run_dir: Path) -> list[dict]:
+    return list(read_events(run_dir / "events" / "judged.jsonl", "trajectory.trajectory_id"))
+
+
+def test_the_event_log_holds_every_judged_trajectory_and_pool_decision(two_round_run: Path) -> None:
+    rounds = rounds_of(two_round_run)
+    records = judged(two_round_run)
+    assert len(records) == sum(r["counts/judged"] for r in rounds) > 0
+    first = records[0]
+    assert first["trajectory"]["steps"] and len(first["judgements"]) == len(first["trajectory"]["steps"])
+    assert "prompt_token_ids" not in json.dumps(first)  # token ids are left out of the log
+    tasks = list(read_events(two_round_run / "events" / "tasks.jsonl", "job_id"))
+    assert len(tasks) == sum(r["critic/groups_complete"] for r in rounds)
+    pool = list(read_events(two_round_run / "events" / "pool.jsonl", "event_id"))
+    assert sum(e["kind"] == "KIND_REQUESTED" for e in pool) == sum(
+        v for r in rounds for k, v in r.items() if k.startswith("env/requested_"))
+
+
+def test_tensorboard_event_files_hold_every_rounds_metrics(two_round_run: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(two_round_run / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    for r in rounds_of(two_round_run):
+        for key, value in r.items():
+            if key == "round" or not isinstance(value, (int, float)) or not math.isfinite(value):
+                continue
+            assert key in tags, key
+            at_step = {e.step: e.value for e in acc.Scalars(key)}
+            assert at_step[int(r["round"])] == pytest.approx(value, rel=1e-6, abs=1e-6), key
+    assert "config" in " ".join(acc.Tags()["tensors"])  # the run config, as text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (`apt-get install chromium`; make test installs it as root)")
+def test_the_viewer_page_in_headless_chromium(two_round_run: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    page_path = tmp_path / "view.html"
+    result = subprocess.run([RLANYTHING, "view", str(two_round_run), "--out", str(page_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    records = judged(two_round_run)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_path.as_uri())
+        assert page.text_content("#traj-count") == str(len(records))
+        assert page.locator("tr.traj").count() == min(50, len(records))  # the first page of rows
+        assert page.locator("#pool tr").count() > 1  # the task pool's slots
+        row = page.locator("tr.traj").first
+        tid = row.get_attribute("data-id")
+        row.click()
+        record = next(r for r in records if r["trajectory"]["trajectory_id"] == tid)
+        votes = sum(len(j["votes"]) for j in record["judgements"])
+        assert page.locator("#detail .step").count() == len(record["trajectory"]["steps"])
+        assert page.locator("#detail .vote").count() == votes > 0
+        labels = {"STEP_LABEL_GOOD": "good", "STEP_LABEL_BAD": "bad"}
+        expected = [labels.get(s.get("oracle_label", ""), "none") for s in record["trajectory"]["steps"]]
+        assert page.locator("#detail .oracle").all_text_contents() == expected
+        page.select_option("#f-outcome", "1")  # filters narrow the list
+        assert page.text_content("#traj-count") == str(sum(r["trajectory"]["outcome"] == 1 for r in records))
+        page.select_option("#f-outcome", "")
+        row.click()
+        page.locator("#f-round").scroll_into_view_if_needed()
+        page.screenshot(path=SCREENSHOT or str(tmp_path / "view.png"), full_page=False)
+        browser.close()
+    assert errors == []
