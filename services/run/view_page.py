@@ -30,7 +30,8 @@ tr.traj{cursor:pointer}tr.traj:hover{background:#e8f0fe}tr.sel{background:#d2e3f
 .won{color:#137333}.lost{color:#b3261e}.flag{color:#b06000}pre{white-space:pre-wrap;margin:2px 0;
 background:#f1f3f4;padding:4px;font-size:12px}.step{border:1px solid #ccc;margin:8px 0;padding:6px;background:#fff}
 .vote{margin:2px 0 2px 12px}.good{color:#137333}.bad{color:#b3261e}.filters label{margin-right:12px}
-#detail{margin-top:12px}.note{color:#555}
+#browser{display:flex;gap:14px;align-items:flex-start}#browser>table{flex:0 0 auto}
+#detail{flex:1 1 auto;min-width:380px;max-height:92vh;overflow:auto;position:sticky;top:4px}.note{color:#555}
 """
 
 _JS = r"""
@@ -58,10 +59,10 @@ function images() {
   if (D.images.phases) $('phase-img').innerHTML = `<img alt="phases" src="${D.images.phases}">`;
 }
 function pool() {
-  let h = '<tr><th class="l">slot</th><th class="l">versions</th><th class="l">decisions (round: kind, direction, acc before → after, reason)</th></tr>';
+  let h = '<tr><th class="l">slot</th><th class="l">versions</th><th class="l">decisions (round: kind, direction, versions, acc of parent → candidate, reason)</th></tr>';
   for (const s of D.pool) {
     const d = s.decisions.map(e => `r${e.round}: <b>${esc(e.kind)}</b> ${esc(e.direction)} v${e.from_version}→v${e.candidate_version}` +
-      (e.acc_new !== null && e.acc_new !== undefined && e.kind !== 'requested' ? ` ${fmt(e.acc_prev,2)} → ${fmt(e.acc_new,2)}` : '') +
+      (e.kind === 'accepted' || e.kind === 'rejected' ? ` acc ${fmt(e.acc_prev,2)} → ${fmt(e.acc_new,2)}` : '') +
       (e.reason ? ` — ${esc(e.reason)}` : '')).join('<br>');
     h += `<tr><td class="l">${esc(s.slot)}</td><td class="l">${s.versions.join(', ')}</td><td class="l">${d}</td></tr>`;
   }
@@ -163,7 +164,7 @@ def render_page(view: dict[str, Any], refresh_s: int = 0) -> str:
 <label>judge <select id="f-disagree"><option value="">all</option><option value="any">any disagreement</option>
 <option value="split">votes split</option><option value="oracle">judge ≠ oracle</option></select></label>
 <button id="prev">◀</button> <span id="page"></span> <button id="next">▶</button></div>
-<table id="trajs"></table><div id="detail"></div></section>
+<div id="browser"><table id="trajs"></table><div id="detail"><p class="note">Click a trajectory to see its steps.</p></div></div></section>
 </main>
 <script type="application/json" id="data">{data}</script>
 <script>{_JS % {"page": PAGE_SIZE}}</script>

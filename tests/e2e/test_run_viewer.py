@@ -94,3 +94,36 @@ def test_the_viewer_page_in_headless_chromium(two_round_run: Path, tmp_path: Pat
         page.screenshot(path=SCREENSHOT or str(tmp_path / "view.png"), full_page=False)
         browser.close()
     assert errors == []
+
+
+def test_served_page_of_a_running_run_reloads_and_shows_new_rounds(two_round_run: Path, tmp_path: Path) -> None:
+    import time
+
+    import httpx
+
+    from services.common.nats_server import free_port
+
+    live = tmp_path / "live"
+    shutil.copytree(two_round_run, live, ignore=shutil.ignore_patterns("nats", "checkpoints", "report.md"))
+    lines = (live / "metrics.jsonl").read_text().splitlines()
+    (live / "metrics.jsonl").write_text(lines[0] + "\n")  # as if round 1 were still running
+    port = free_port()
+    proc = subprocess.Popen([RLANYTHING, "view", str(live), "--serve", "--port", str(port), "--refresh", "7"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                first = httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.3)
+        assert first.status_code == 200
+        assert '<meta http-equiv="refresh" content="7">' in first.text and "1 of 2 rounds, running" in first.text
+        (live / "metrics.jsonl").write_text("\n".join(lines) + "\n")  # round 1 done
+        assert "2 of 2 rounds" in httpx.get(f"http://127.0.0.1:{port}/", timeout=5).text
+        assert httpx.get(f"http://127.0.0.1:{port}/other", timeout=5).status_code == 404
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
