@@ -59,6 +59,9 @@ class Trackers:
                 import mlflow
             except ImportError as exc:
                 raise ConfigError("logging.mlflow is true but mlflow is not installed: pip install mlflow") from exc
+            if not os.environ.get("MLFLOW_TRACKING_URI"):  # no server: a file store beside the run's other records
+                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 asks for a database otherwise
+                mlflow.set_tracking_uri((run_dir / "mlruns").resolve().as_uri())
             mlflow.set_experiment(cfg.mlflow_experiment)
             mlflow.start_run(run_name=run_dir.name)
             mlflow.log_params({k[:250]: str(v)[:500] for k, v in params.items()})

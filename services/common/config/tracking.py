@@ -18,5 +18,5 @@ class LoggingConfig(StrictModel):
     tensorboard: bool = Field(True, description="TensorBoard event files in runs/<id>/tensorboard (every round's metrics).")
     wandb: bool = Field(False, description="Weights & Biases (optional extra `wandb`; offline unless WANDB_MODE says otherwise).")
     wandb_project: str = Field("rlanything", description="W&B project name.")
-    mlflow: bool = Field(False, description="MLflow (optional extra `mlflow`; a local ./mlruns store unless MLFLOW_TRACKING_URI is set).")
+    mlflow: bool = Field(False, description="MLflow (optional extra `mlflow`; a file store in runs/<id>/mlruns unless MLFLOW_TRACKING_URI is set).")
     mlflow_experiment: str = Field("rlanything", description="MLflow experiment name.")
