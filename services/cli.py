@@ -186,6 +186,31 @@ def view(
     console.print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB); open it in a browser")
 
 
+contract_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                           help="Check a service implementation against its contract (proto/).")
+app.add_typer(contract_app, name="contract")
+
+
+@contract_app.command("env")
+def contract_env(
+    address: Annotated[str, typer.Argument(help="host:port of an Environment gRPC server.")],
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds per call.")] = 30.0,
+) -> None:
+    """Run the Environment contract's clauses against ADDRESS; exit 1 if any fails."""
+    from services.contract.env_contract import check_environment
+
+    results = check_environment(address, timeout_s)
+    for r in results:
+        if r.passed:
+            typer.echo(f"PASS  {r.clause}")
+        else:
+            typer.echo(f"FAIL  {r.clause}\n      sent:     {r.sent}\n      got:      {r.got}\n"
+                       f"      required: {r.required}")
+    failed = sum(not r.passed for r in results)
+    typer.echo(f"{len(results) - failed} of {len(results)} clauses hold for {address}")
+    raise typer.Exit(1 if failed else 0)
+
+
 bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks that run the whole loop.")
 app.add_typer(bench_app, name="bench")
 

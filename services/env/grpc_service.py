@@ -35,6 +35,8 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
                                        f"got {request.split!r}")
         tasks = []
         for slot in await self.pool.slots():
+            if slot.family not in self.pool.families:  # another replica's family sharing the bucket: not resettable here
+                continue
             if (request.family and slot.family != request.family) or (request.split and slot.split != request.split):
                 continue
             versions = [("active", slot.active)] + ([("pending", slot.pending)] if slot.HasField("pending") else [])

@@ -1,0 +1,1 @@
+"""Executable service contracts: clauses run against any implementation's address."""

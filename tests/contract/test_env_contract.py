@@ -1,0 +1,99 @@
+"""The Environment contract (`services/contract/env_contract.py`) against every implementation the
+project ships — the env service with its FrozenLake and reasoning-gym families, and the
+bring-your-own template `examples/env_server.py` — and against a deliberately broken server,
+which must fail with a clause a person can read."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.common.nats_server import NatsServer
+from services.contract.env_contract import check_environment
+from tests.contract.conftest import _start, _stop
+from tests.e2e.test_run_loop import RLANYTHING
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+FAMILIES = {
+    "gym_text": {"type": "gym_text", "knobs": {"size": 4, "hole_prob": 0.2}, "train_slots": 2, "heldout_slots": 1,
+                 "ood_slots": 0},
+    "reasoning_gym": {"type": "reasoning_gym", "dataset": "basic_arithmetic", "knobs": {"level": 1},
+                      "train_slots": 2, "heldout_slots": 1, "ood_slots": 0},
+}
+
+
+def example_module():
+    spec = importlib.util.spec_from_file_location("env_server_example", ROOT / "examples" / "env_server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "example"])
+def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contract_dir: Path) -> Iterator[str]:
+    """The address of one shipped Environment implementation."""
+    if request.param == "example":
+        server = example_module().serve(0)
+        yield f"127.0.0.1:{server.port}"
+        server.stop(None)
+        return
+    section = {"cache_dir": str(contract_dir / "cache"), "families": [FAMILIES[request.param]],
+               "scheduler": {"enabled": False}}
+    proc = _start("env", section, contract_nats, contract_dir)  # the families share one pool bucket
+    yield proc.address
+    _stop(proc)
+
+
+def test_every_clause_holds(environment: str) -> None:
+    failed = [r for r in check_environment(environment) if not r.passed]
+    assert not failed, "\n".join(f"{r.clause}: sent {r.sent}; got {r.got}; required {r.required}" for r in failed)
+
+
+@pytest.fixture(scope="module")
+def broken() -> Iterator[str]:
+    """The template with one bug: Reset answers a session id it never stored."""
+    module = example_module()
+
+    class ForgetsSessions(module.CountingEnv):
+        def Reset(self, request, context):  # noqa: N802 - the gRPC method's name
+            response = super().Reset(request, context)
+            self.sessions.pop(response.session_id, None)
+            return response
+
+    server = module.serve(0, ForgetsSessions())
+    yield f"127.0.0.1:{server.port}"
+    server.stop(None)
+
+
+def test_a_session_id_that_does_not_work_fails_with_a_readable_clause(broken: str) -> None:
+    results = {r.clause.split(".")[0]: r for r in check_environment(broken)}
+    assert results["1"].passed and results["2"].passed  # listing and resetting look fine
+    step = results["3"]
+    assert not step.passed
+    assert step.sent.startswith("StepRequest {session_id: ")
+    assert step.got.startswith("NOT_FOUND: unknown session")
+    assert step.required == "an answer (status OK)"
+    assert not results["4"].passed  # Close of the id Reset gave is NOT_FOUND too
+
+
+def test_the_command_prints_each_clause_and_exits_by_the_result(broken: str) -> None:
+    server = example_module().serve(0)
+    try:
+        good = subprocess.run([RLANYTHING, "contract", "env", f"127.0.0.1:{server.port}"],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        server.stop(None)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert good.stdout.count("PASS  ") == 5 and good.stdout.rstrip().endswith(f"5 of 5 clauses hold for 127.0.0.1:{server.port}")
+    bad = subprocess.run([RLANYTHING, "contract", "env", broken], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1
+    assert "FAIL  3. Step plays an episode to its end, then refuses" in bad.stdout
+    assert "required: an answer (status OK)" in bad.stdout
+    unreachable = check_environment("127.0.0.1:1", timeout_s=2)
+    assert not unreachable[0].passed and unreachable[0].got.startswith("UNAVAILABLE")
