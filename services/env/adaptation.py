@@ -131,8 +131,10 @@ class Adaptation:
             why = f"oracle plan {plan} steps does not move from the parent's {parent_plan} in {tries} tries"
             plan = None
         if proposal is None:
+            knobless = not self.pool.family(slot.family).knobs
             await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
-                                "every knob is at its bound", acc_prev=report.acc)
+                                "the family has no difficulty knobs: no variant can be made" if knobless
+                                else "every knob is at its bound", acc_prev=report.acc)
             return
         if plan is None:
             await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,

@@ -32,12 +32,17 @@ _JUDGE_TOKENIZER_EPISODES = 20
 """Episodes whose judge chats train the tiny judge's tokenizer."""
 
 
+def _family_name(family: FamilyConfig) -> str:
+    """The family's part of a cache name: its type, and for a Gymnasium family its id."""
+    return f"{family.type}-{family.env_id}" if family.env_id else family.type
+
+
 def tiny_policy(model: ModelConfig, family: FamilyConfig, history_steps: int, role: str = "policy") -> str:
     """``model.source``, or a tiny policy for ``family`` built once into the cache (random weights)."""
     if model.source:
         return model.source
     t = model.tiny
-    out = Path(model.cache_dir) / f"tiny-{role}-{family.type}-h{t.hidden_size}-l{t.layers}-v{t.vocab_size}"
+    out = Path(model.cache_dir) / f"tiny-{role}-{_family_name(family)}-h{t.hidden_size}-l{t.layers}-v{t.vocab_size}"
     if not (out / "config.json").exists():
         fam = build_family(family, Path(model.cache_dir) / "env")
         tmp = out.with_name(out.name + ".tmp")
@@ -55,7 +60,7 @@ def tiny_judge(cfg: RewardServiceConfig, family: FamilyConfig, history_steps: in
     if cfg.model.source:
         return cfg.model.source
     t = cfg.model.tiny
-    out = (Path(cfg.model.cache_dir) / f"tiny-judge-{family.type}-h{t.hidden_size}-l{t.layers}-v{t.vocab_size}"
+    out = (Path(cfg.model.cache_dir) / f"tiny-judge-{_family_name(family)}-h{t.hidden_size}-l{t.layers}-v{t.vocab_size}"
            f"-p{cfg.prompt_chars}-f{cfg.field_chars}")
     if not (out / "config.json").exists():
         fam = build_family(family, Path(cfg.model.cache_dir) / "env")

@@ -88,10 +88,20 @@ def judge_examples(trajectories: Sequence[Trajectory], label_noise: float, rng: 
 
 def build_tiny_judge(trajectories: Sequence[Trajectory], out_dir: Path, tiny: TinyModelConfig,
                      settings: JudgeSettings = JudgeSettings(), seed: int = 0) -> Path:
-    """A randomly initialised tiny judge whose tokenizer is trained on the judge chats of ``trajectories``."""
+    """A randomly initialised tiny judge whose tokenizer is trained on the judge chats of ``trajectories``
+    (of their labelled steps; of every step when none is labelled, as in a family without an oracle).
+
+    Raises:
+        ValueError: ``trajectories`` hold no step at all.
+    """
     examples, _ = judge_examples(trajectories, 0.0, random.Random(seed), settings)
+    if not examples:  # a family without an oracle: the tokenizer only needs the chats' text
+        examples = [Demonstration(judge_chat(t.task_text, s.prompt, s.response, s.next_observation,
+                                             settings.prompt_chars, settings.field_chars),
+                                  GOOD_VERDICT if k % 2 else BAD_VERDICT)
+                    for t in trajectories for k, s in enumerate(t.steps)]
     if not examples:
-        raise ValueError("no labelled steps to build the judge's tokenizer from")
+        raise ValueError("no steps to build the judge's tokenizer from")
     return build_tiny_for(examples, out_dir, tiny, seed)
 
 

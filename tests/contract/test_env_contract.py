@@ -1,5 +1,5 @@
 """The Environment contract (`services/contract/env_contract.py`) against every implementation the
-project ships — the env service with its FrozenLake and reasoning-gym families, and the
+project ships — the env service with its FrozenLake, reasoning-gym and Gymnasium-id families, and the
 bring-your-own template `examples/env_server.py` — and against a deliberately broken server,
 which must fail with a clause a person can read."""
 
@@ -24,6 +24,8 @@ FAMILIES = {
                  "ood_slots": 0},
     "reasoning_gym": {"type": "reasoning_gym", "dataset": "basic_arithmetic", "knobs": {"level": 1},
                       "train_slots": 2, "heldout_slots": 1, "ood_slots": 0},
+    "gymnasium": {"type": "gymnasium", "env_id": "CliffWalking-v1", "won_when": "terminated", "knobs": {},
+                  "train_slots": 2, "heldout_slots": 1, "ood_slots": 0, "max_steps": 15},
 }
 
 
@@ -35,7 +37,7 @@ def example_module():
     return module
 
 
-@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "example"])
+@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "example"])
 def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contract_dir: Path) -> Iterator[str]:
     """The address of one shipped Environment implementation."""
     if request.param == "example":

@@ -14,7 +14,7 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
     """The `TaskFamily` for one family config entry (``cfg.max_steps`` overrides its default).
 
     Raises:
-        InvalidArgumentError: unknown reasoning-gym dataset.
+        InvalidArgumentError: unknown reasoning-gym dataset, or a Gymnasium id that is not registered.
     """
     family: TaskFamily
     if cfg.type == "gym_text":
@@ -25,6 +25,10 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
         from services.env.families.live import LiveFamily
 
         family = LiveFamily()
+    elif cfg.type == "gymnasium":
+        from services.env.families.gymnasium_family import GymnasiumFamily
+
+        family = GymnasiumFamily(cfg.env_id, cfg.won_when)
     elif cfg.type == "reasoning_gym":
         from services.env.families.reasoning_gym_family import ReasoningGymFamily
 

@@ -1,0 +1,67 @@
+"""A Gymnasium id as the task family of a whole run (`type: gymnasium`, no knobs, no oracle): two
+rounds complete, every trajectory is judged, both models train each round; the environment loop
+asks for variants and records that none can be made; no step has an oracle label, so no RM step
+accuracy is reported."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from services.run.recorder import read_events
+from tests.e2e.test_run_loop import RLANYTHING, rounds_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CONFIG = """
+run_name: gymnasium-cliff
+seed: 1
+loop: {rounds: 2}
+env:
+  cache_dir: CACHE/env
+  families:
+    - {type: gymnasium, env_id: CliffWalking-v1, won_when: terminated, knobs: {}, train_slots: 4,
+       heldout_slots: 2, ood_slots: 0, max_steps: 14}
+  scheduler: {tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2, max_new_tokens: 12}
+policy:
+  model: {threads: 1, cache_dir: CACHE/models, tiny: {hidden_size: 64}}
+  ppo: {optimizer_steps: 2}
+reward:
+  model: {threads: 1, cache_dir: CACHE/models, tiny: {hidden_size: 64}}
+  max_new_tokens: 12
+  prompt_chars: 300
+  field_chars: 150
+critic: {group_timeout_s: 120}
+# no oracle, so no cold start by SFT: untrained tiny models (their answers are mostly invalid;
+# this checks the plumbing, hence the format guard off)
+launcher: {coldstart: false, round_timeout_s: 600, max_invalid_answer_rate: 1.0}
+"""
+
+
+def test_two_rounds_on_a_gymnasium_id(tmp_path: Path) -> None:
+    config = tmp_path / "gym.yaml"
+    config.write_text(CONFIG.replace("CACHE", str(tmp_path / "cache")))
+    run_dir = tmp_path / "run"
+    result = subprocess.run([RLANYTHING, "run", str(config), "--run-dir", str(run_dir)],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rounds = rounds_of(run_dir)
+    assert [r["round"] for r in rounds] == [0, 1]
+    for r in rounds:
+        assert r["counts/jobs"] == r["critic/jobs_in_round"] == 4 + 2
+        assert r["counts/judged"] == r["counts/trajectories"] == 4 * 4 + 2 * 2
+        assert r["policy/version"] == r["reward/version"] == r["round"] + 1
+        assert r["env/accepted_total"] == 0
+        if r["reward/labelled_steps"] == 0:  # only a winning step is labelled without an oracle
+            assert "reward/step_accuracy" not in r
+    pool = list(read_events(run_dir / "events" / "pool.jsonl", "event_id"))
+    requested = [e for e in pool if e["kind"] == "KIND_REQUESTED"]
+    refused = [e for e in pool if e["kind"] == "KIND_REJECTED_UNDEPLOYABLE"]
+    assert requested and len(refused) == len(requested)
+    assert {e["reason"] for e in refused} == {"the family has no difficulty knobs: no variant can be made"}
+    first = next(read_events(run_dir / "events" / "judged.jsonl", "trajectory.trajectory_id"))
+    prompt = first["trajectory"]["steps"][0]["prompt"]
+    assert "x  C  C  C  C  C  C  C  C  C  C  T" in prompt  # the ansi grid: agent, cliff, target
+    assert "1. up\n2. right\n3. down\n4. left" in prompt  # Gymnasium's action names
