@@ -26,6 +26,7 @@ env:
        heldout_slots: 2, ood_slots: 0, max_steps: 14}
   scheduler: {tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2, max_new_tokens: 12}
 policy:
+  openai_port: 0
   model: {threads: 1, cache_dir: CACHE/models, tiny: {hidden_size: 64}}
   ppo: {optimizer_steps: 2}
 reward:
