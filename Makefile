@@ -67,10 +67,10 @@ bench: setup
 fuzz: setup check-proto
 	RLA_FUZZ_EXAMPLES=800 RLA_FUZZ_EVENTS=1000 RLA_FUZZ_REPORT=bench/fuzz.md $(PY) -m pytest -q tests/fuzz
 
-# Faults under a running loop (kill -9 of services and NATS; whole-machine kill and --resume), sync
-# and async; the counts of each run go to bench/chaos.md.
+# Faults under a running loop (kill -9 of every service once and of NATS; whole-machine kill and
+# --resume), sync and async; the counts of each run go to bench/chaos.md.
 chaos: setup check-proto
-	RLA_CHAOS_ASYNC=1 RLA_CHAOS_REPORT=bench/chaos.md $(PY) -m pytest -q tests/e2e/test_chaos.py
+	RLA_CHAOS_FULL=1 RLA_CHAOS_REPORT=bench/chaos.md $(PY) -m pytest -q tests/e2e/test_chaos.py
 
 # The paper's Table 1 at CPU scale: 4 ablation rows x 3 seeds of CONFIG (about an hour; see README).
 bench-table1: setup check-proto

@@ -31,6 +31,9 @@ from services.common.trainer_shell import batch_key
 from services.common.nats_server import NatsServer
 from tests.e2e.test_run_loop import RLANYTHING, rounds_of, write_config
 
+FULL = os.environ.get("RLA_CHAOS_FULL") == "1"
+"""`make chaos`: every process is killed once (the env too) and the asynchronous run is longer;
+`make test` kills critic, reward, NATS and policy."""
 REPORT = os.environ.get("RLA_CHAOS_REPORT", "")
 """`make chaos` writes each run's per-round counts here (markdown); empty: no file."""
 COUNT_KEYS = ("counts/jobs", "counts/trajectories", "counts/judged", "critic/groups_complete",
@@ -126,6 +129,9 @@ def _chaos_run(tmp_path: Path, cold: Path, extra: list[str], first: int = 1,
         except ProcessLookupError:
             raise AssertionError(f"policy (pid {policy}) had exited after the NATS restart; launcher said:\n"
                                  + _stderr_so_far(proc)) from None
+        if FULL:  # the env too: its sessions die with it, the rollouts in flight are redone
+            time.sleep(2.0)
+            os.kill(_manifest(run_dir)["services"]["env"]["pid"], signal.SIGKILL)
         assert proc.wait(timeout=900) == 0, proc.stderr.read()[-3000:]
     finally:
         if proc.poll() is None:
@@ -133,17 +139,18 @@ def _chaos_run(tmp_path: Path, cold: Path, extra: list[str], first: int = 1,
     err = proc.stderr.read()
     rounds = rounds_of(run_dir)
     assert [r["round"] for r in rounds] == list(range(rounds_n))
-    assert sum(r["launcher/restarts"] for r in rounds) == 4, err[-3000:]
-    for name in ("critic", "reward", "nats", "policy"):
+    killed = ("critic", "reward", "nats", "policy") + (("env",) if FULL else ())
+    assert sum(r["launcher/restarts"] for r in rounds) == len(killed), err[-3000:]
+    for name in killed:
         assert f"restarted {name} after exit code -9" in err
     return run_dir, rounds, err
 
 
 def test_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Path) -> None:
     run_dir, rounds, _ = _chaos_run(tmp_path, cold, [])
-    assert "The launcher restarted 4 processes" in (run_dir / "report.md").read_text()
+    assert f"The launcher restarted {5 if FULL else 4} processes" in (run_dir / "report.md").read_text()
     pool = asyncio.run(_pool_decisions(run_dir / "nats"))
-    report("Synchronous: kill -9 of critic, reward (round 1), NATS, policy (round 2)", rounds,
+    report(f"Synchronous: kill -9 of critic, reward (round 1), NATS, policy{', env' if FULL else ''} (round 2)", rounds,
            "Each of 3 rounds: jobs, trajectories, judgements and closed groups as in an uninterrupted run; "
            f"each model trained once per round (version = round + 1). Task-pool decisions, each made once: {pool}.")
     assert_exact_counts(rounds)
@@ -214,8 +221,8 @@ async def _pool_decisions(store: Path) -> dict[str, int]:
             for k in sorted({e.kind for e in events})}
 
 
-ASYNC_ROUNDS = 6 if os.environ.get("RLA_CHAOS_ASYNC") == "1" else 4
-"""`make chaos` runs 6 asynchronous rounds, `make test` 4 (the same faults, all in the first two)."""
+ASYNC_ROUNDS = 6 if FULL else 4
+"""`make chaos` runs 6 asynchronous rounds, `make test` 4 (the faults all fall in the first two)."""
 
 
 def test_async_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Path) -> None:
@@ -230,7 +237,8 @@ def test_async_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Pa
     pool = asyncio.run(_pool_decisions(run_dir / "nats"))
     for role, where in fates.items():  # every job's batch in exactly one update, or still waiting for one
         assert len(where["trained"] | where["stored"] | where["in_stream"]) == jobs, (role, jobs, where)
-    report(f"Asynchronous, {ASYNC_ROUNDS} rounds: kill -9 of critic, reward (round 0), NATS, policy (round 1)", rounds,
+    report(f"Asynchronous, {ASYNC_ROUNDS} rounds: kill -9 of critic, reward (round 0), NATS, policy"
+           f"{', env' if FULL else ''} (round 1)", rounds,
            "Versions are not tied to rounds here; every round's trajectories judged once and groups closed once. "
            f"Of the {jobs:g} jobs' sample batches, per model (none in two versions, none trained and still stored): "
            + "; ".join(f"{role} {len(w['trained'])} trained, {len(w['stored'])} stored, {len(w['in_stream'])} "
