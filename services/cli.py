@@ -186,6 +186,29 @@ def view(
     console.print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB); open it in a browser")
 
 
+@app.command()
+def trace(
+    trajectory_id: Annotated[str, typer.Argument(help="A trajectory id, e.g. r3/gym_text/train-0007/v1/2.")],
+    run_dir: Annotated[Optional[Path], typer.Option("--run", help="The run directory (default: the newest in runs/).")] = None,
+) -> None:
+    """Print where a trajectory came from and where it went: task version, policy and judge
+    versions, votes against oracle labels, its group, and the versions trained on its samples."""
+    from services.run.trace import TraceError, trace_lines
+
+    if run_dir is None:
+        runs = sorted((p for p in Path("runs").glob("*") if (p / "events").is_dir()), key=lambda p: p.stat().st_mtime)
+        if not runs:
+            console.print("[red]error:[/red] no run directory with events/ under runs/; pass --run RUN_DIR")
+            raise typer.Exit(2)
+        run_dir = runs[-1]
+    try:
+        lines = trace_lines(run_dir, trajectory_id)
+    except TraceError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    typer.echo("\n".join(lines))
+
+
 contract_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            help="Check a service implementation against its contract (proto/).")
 app.add_typer(contract_app, name="contract")

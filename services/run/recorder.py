@@ -1,12 +1,13 @@
 """Write the loop's events to ``runs/<id>/events/`` as JSON lines, for `rlanything view`.
 
-Three files, each fed by a `StreamFollower` from the first stream message on (so a resumed run
+Four files, each fed by a `StreamFollower` from the first stream message on (so a resumed run
 re-reads the store and a restart of NATS loses nothing), one JSON object per line:
 
 * ``judged.jsonl``: every `JudgedTrajectory` (the trajectory with its steps, and the m votes of
   each step with their text), without token ids and log-probs;
 * ``tasks.jsonl``: every `TaskReport` (a closed group: acc, wins, the judge's bad steps);
-* ``pool.jsonl``: every `TaskPoolEvent` (requested, proposed, accepted, rejected, with reasons).
+* ``pool.jsonl``: every `TaskPoolEvent` (requested, proposed, accepted, rejected, with reasons);
+* ``models.jsonl``: every `ModelVersion` announced (with the sample batches it was trained on).
 
 A line may repeat after a resume (the follower replays the store): readers de-duplicate by id
 (`read_events`).
@@ -24,7 +25,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from rlanything.v1.events_pb2 import JudgedTrajectory, TaskPoolEvent, TaskReport
+from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, TaskPoolEvent, TaskReport
 
 from services.common.streams import Subjects
 from services.run.monitor import StreamFollower
@@ -33,7 +34,8 @@ __all__ = ["record_events", "read_events", "EVENT_FILES", "to_json"]
 
 EVENT_FILES = {"judged": ("TRAJ", Subjects.TRAJ_JUDGED, JudgedTrajectory),
                "tasks": ("REPORTS", Subjects.CRITIC_TASK, TaskReport),
-               "pool": ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent)}
+               "pool": ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent),
+               "models": ("MODELS", "rla.models.>", ModelVersion)}
 """File stem → (stream, subject, message type)."""
 _DROPPED = {"prompt_token_ids", "response_token_ids", "behaviour_logprobs"}
 
@@ -77,8 +79,9 @@ def _closer(handle: Any) -> Callable[[asyncio.Task], None]:
 
 
 def read_events(path: Path, key: str) -> Iterator[dict[str, Any]]:
-    """The JSON lines of ``path`` (none if missing), the first of each ``key`` value only; a line
-    cut short by a crash mid-write is skipped."""
+    """The JSON lines of ``path`` (none if missing), the first of each ``key`` value only (dotted
+    paths, comma-separated for a compound key: ``"role,version"``); a line cut short by a crash
+    mid-write is skipped."""
     if not path.exists():
         return
     seen: set[str] = set()
@@ -88,7 +91,7 @@ def read_events(path: Path, key: str) -> Iterator[dict[str, Any]]:
                 event = json.loads(line)
             except ValueError:
                 continue
-            ident = _dig(event, key)
+            ident = "/".join(_dig(event, k) for k in key.split(","))
             if ident in seen:
                 continue
             seen.add(ident)
