@@ -27,6 +27,8 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, FetchTimeoutError
 
 from services.common.config import MAX_MESSAGE_BYTES, ConsumerConfig, NatsConfig
+from services.common.contract_version import CONTRACT_VERSION, peer_version_problem
+from services.common.contract_version import HEADER as CONTRACT_HEADER
 from services.common.errors import (ConfigError, InvalidEventError, InvalidKeyError, MessageTooLargeError,
                                     ServiceFailedError)
 from services.common.metrics import CONSUMER_PENDING, EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
@@ -151,7 +153,8 @@ class EventBus:
             raise MessageTooLargeError(
                 f"publish to {subject} (msg_id {msg_id!r}): {type(message).__name__} of {len(data)} bytes is over "
                 f"limits.max_message_bytes={self.max_message_bytes}")
-        return await self.js.publish(subject, data, headers={**(headers or {}), "Nats-Msg-Id": msg_id})
+        return await self.js.publish(subject, data, headers={**(headers or {}), "Nats-Msg-Id": msg_id,
+                                                             CONTRACT_HEADER: str(CONTRACT_VERSION)})
 
     def consumer(self, *, stream: str, durable: str, subject: str, message_type: type[M],
                  handler: Callable[[M, Delivery], Awaitable[None]],
@@ -286,6 +289,9 @@ class Consumer(Generic[M]):
             return await self._dead_letter(msg, n, "max_deliveries",
                                            f"delivered {n} times, over max_deliveries={max_n}; "
                                            "earlier attempts never finished (the worker died?)")
+        skew = peer_version_problem((msg.headers or {}).get(CONTRACT_HEADER), "published under")
+        if skew:
+            return await self._dead_letter(msg, n, "contract_version", skew)
         try:
             event = self.message_type.FromString(msg.data)
         except DecodeError as exc:

@@ -7,15 +7,17 @@ RPCs finish on SIGTERM.
 
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from services.common.config.base import MAX_MESSAGE_BYTES
+from services.common.contract_version import CONTRACT_VERSION, GRPC_METADATA_KEY, peer_version_problem
 from services.common.errors import BusyError, InvalidArgumentError, NotFoundError
 
 __all__ = [
@@ -44,18 +46,55 @@ def message_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[st
             ("grpc.max_receive_message_length", max_message_bytes)]
 
 
+_VERSION_METADATA = ((GRPC_METADATA_KEY, str(CONTRACT_VERSION)),)
+
+
+class _SyncVersionStamp(grpc.UnaryUnaryClientInterceptor):
+    """Adds ``rla-contract: <version>`` to every unary call of a blocking channel."""
+
+    def intercept_unary_unary(self, continuation: Callable, client_call_details: Any, request: Any) -> Any:
+        d = client_call_details
+        return continuation(_ClientCallDetails(d.method, d.timeout, _merged(d.metadata), d.credentials,
+                                               d.wait_for_ready, getattr(d, "compression", None)), request)
+
+
+class _AioVersionStamp(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds ``rla-contract: <version>`` to every unary call of an asyncio channel."""
+
+    async def intercept_unary_unary(self, continuation: Callable, client_call_details: Any, request: Any) -> Any:
+        details = grpc.aio.ClientCallDetails(client_call_details.method, client_call_details.timeout,
+                                             _merged(client_call_details.metadata), client_call_details.credentials,
+                                             client_call_details.wait_for_ready)
+        return await continuation(details, request)
+
+
+def _merged(metadata: Any) -> tuple:
+    return tuple(metadata or ()) + _VERSION_METADATA
+
+
+class _ClientCallDetails(collections.namedtuple("_ClientCallDetails", ("method", "timeout", "metadata", "credentials",
+                                                                       "wait_for_ready", "compression")),
+                         grpc.ClientCallDetails):
+    """The details of a blocking call with other metadata (gRPC's documented recipe)."""
+
+
 def channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.Channel:
-    """A blocking insecure channel to ``host:port`` with the run's message limit."""
-    return grpc.insecure_channel(address, options=message_options(max_message_bytes))
+    """A blocking insecure channel to ``host:port`` with the run's message limit; every call says
+    the contract version this code speaks (`services.common.contract_version`)."""
+    return grpc.intercept_channel(grpc.insecure_channel(address, options=message_options(max_message_bytes)),
+                                  _SyncVersionStamp())
 
 
 def aio_channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Channel:
-    """An asyncio insecure channel to ``host:port`` with the run's message limit."""
-    return grpc.aio.insecure_channel(address, options=message_options(max_message_bytes))
+    """An asyncio insecure channel to ``host:port`` with the run's message limit; every call says
+    the contract version this code speaks."""
+    return grpc.aio.insecure_channel(address, options=message_options(max_message_bytes),
+                                     interceptors=[_AioVersionStamp()])
 
 
 class MalformedRequestGuard(grpc.aio.ServerInterceptor):
-    """Answer a request whose bytes do not parse as the method's message with INVALID_ARGUMENT.
+    """Answer a request whose bytes do not parse as the method's message with INVALID_ARGUMENT,
+    and a caller that speaks another contract version with FAILED_PRECONDITION.
 
     grpc.aio parses a request before the handler runs, and a parse failure there becomes UNKNOWN
     ("Unexpected DecodeError"), which names no fault of the caller. This interceptor hands the
@@ -70,7 +109,11 @@ class MalformedRequestGuard(grpc.aio.ServerInterceptor):
             return handler
         parse, inner, method = handler.request_deserializer, handler.unary_unary, details.method
 
+        skew = peer_version_problem(dict(details.invocation_metadata or ()).get(GRPC_METADATA_KEY), "the caller speaks")
+
         async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> object:
+            if skew:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, skew)
             try:
                 request = parse(raw)
             except Exception as exc:  # noqa: BLE001 - DecodeError, or whatever a custom deserializer raises
