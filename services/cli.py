@@ -214,15 +214,9 @@ contract_app = typer.Typer(add_completion=False, no_args_is_help=True,
 app.add_typer(contract_app, name="contract")
 
 
-@contract_app.command("env")
-def contract_env(
-    address: Annotated[str, typer.Argument(help="host:port of an Environment gRPC server.")],
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds per call.")] = 30.0,
-) -> None:
-    """Run the Environment contract's clauses against ADDRESS; exit 1 if any fails."""
-    from services.contract.env_contract import check_environment
-
-    results = check_environment(address, timeout_s)
+def _print_clauses(results: list, address: str) -> None:
+    """Print each clause (a failed one with what was sent, what came back, what is required) and
+    exit 1 when any failed."""
     for r in results:
         if r.passed:
             typer.echo(f"PASS  {r.clause}")
@@ -232,6 +226,41 @@ def contract_env(
     failed = sum(not r.passed for r in results)
     typer.echo(f"{len(results) - failed} of {len(results)} clauses hold for {address}")
     raise typer.Exit(1 if failed else 0)
+
+
+AddressArg = Annotated[str, typer.Argument(help="host:port of the gRPC server to check.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds per call.")]
+
+
+@contract_app.command("env")
+def contract_env(address: AddressArg, timeout_s: TimeoutOpt = 30.0) -> None:
+    """Run the Environment contract's clauses against ADDRESS; exit 1 if any fails."""
+    from services.contract.env_contract import check_environment
+
+    _print_clauses(check_environment(address, timeout_s), address)
+
+
+@contract_app.command("policy")
+def contract_policy(
+    address: AddressArg,
+    openai_url: Annotated[str, typer.Option("--openai", help="Its OpenAI-compatible base URL, e.g. "
+                                                             "http://127.0.0.1:8000/v1 ('' = skip that clause).")] = "",
+    timeout_s: TimeoutOpt = 60.0,
+) -> None:
+    """Run the Policy contract's clauses (Generate, and the OpenAI endpoint with --openai) against ADDRESS."""
+    from services.contract.policy_contract import check_policy
+
+    if not openai_url:
+        typer.echo("(no --openai URL: clause 4 checks nothing)")
+    _print_clauses(check_policy(address, openai_url, timeout_s), address)
+
+
+@contract_app.command("critic")
+def contract_critic(address: AddressArg, timeout_s: TimeoutOpt = 30.0) -> None:
+    """Run the Critic contract's clauses against ADDRESS; exit 1 if any fails."""
+    from services.contract.critic_contract import check_critic
+
+    _print_clauses(check_critic(address, timeout_s), address)
 
 
 bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks that run the whole loop.")

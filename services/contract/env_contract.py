@@ -21,61 +21,16 @@ workers and the scheduler rely on:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import grpc
-from google.protobuf import text_format
-from google.protobuf.message import Message
 from rlanything.v1 import env_pb2, env_pb2_grpc
 from rlanything.v1.events_pb2 import TaskRef
 
-__all__ = ["Result", "ClauseFailed", "check_environment", "CLAUSES"]
+from services.contract.clauses import ClauseFailed, Result, call as _call, refused as _refused, run_clauses, show
+
+__all__ = ["check_environment", "CLAUSES", "Result"]
 
 SPLITS = {"train", "heldout", "ood"}
-
-
-@dataclass(frozen=True)
-class Result:
-    """One clause's outcome; ``sent``, ``got`` and ``required`` are set when it failed."""
-
-    clause: str
-    passed: bool
-    sent: str = ""
-    got: str = ""
-    required: str = ""
-
-
-class ClauseFailed(Exception):
-    """A clause does not hold: what was sent, what came back, what the contract requires."""
-
-    def __init__(self, sent: str, got: str, required: str) -> None:
-        super().__init__(required)
-        self.sent, self.got, self.required = sent, got, required
-
-
-def show(message: Message | None) -> str:
-    """A request or response on one line (text format, long strings cut)."""
-    if message is None:
-        return "(nothing)"
-    text = text_format.MessageToString(message, as_one_line=True)
-    return f"{type(message).__name__} {{{text[:300] + ('…' if len(text) > 300 else '')}}}"
-
-
-def _call(rpc: Callable, request: Message, timeout_s: float) -> Message:
-    try:
-        return rpc(request, timeout=timeout_s)
-    except grpc.RpcError as err:
-        raise ClauseFailed(show(request), f"{err.code().name}: {err.details()}", "an answer (status OK)") from None
-
-
-def _refused(rpc: Callable, request: Message, codes: set[grpc.StatusCode], required: str, timeout_s: float) -> None:
-    try:
-        got = rpc(request, timeout=timeout_s)
-    except grpc.RpcError as err:
-        if err.code() in codes:
-            return
-        raise ClauseFailed(show(request), f"{err.code().name}: {err.details()}", required) from None
-    raise ClauseFailed(show(request), f"OK: {show(got)}", required)
 
 
 class _Run:
@@ -193,12 +148,4 @@ CLAUSES: list[tuple[str, Callable[[_Run], None]]] = [
 def check_environment(address: str, timeout_s: float = 30.0) -> list[Result]:
     """Run every clause against the Environment server at ``address`` (host:port), in order."""
     with grpc.insecure_channel(address) as channel:
-        run = _Run(env_pb2_grpc.EnvironmentStub(channel), timeout_s)
-        results = []
-        for name, clause in CLAUSES:
-            try:
-                clause(run)
-                results.append(Result(name, True))
-            except ClauseFailed as failed:
-                results.append(Result(name, False, failed.sent, failed.got, failed.required))
-    return results
+        return run_clauses(CLAUSES, _Run(env_pb2_grpc.EnvironmentStub(channel), timeout_s))
