@@ -6,7 +6,8 @@ evaluation), so both give the same observations, labels and end-of-episode flags
 * ``truncated`` = the step budget ``max_steps`` is used up, also on a step that terminates the
   episode (as Gymnasium's ``TimeLimit`` wrapper reports it; the outcome is still the win/loss);
 * a session that terminated or was truncated accepts no more steps (InvalidArgumentError);
-* the oracle label of a step compares the oracle plan length before and after it (`oracle.step_label`).
+* the oracle label of a step compares the oracle plan length before and after it (`oracle.step_label`),
+  unless the episode labels the step itself (a remote environment server).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:
         session.plan_length = result.oracle_plan_length
         truncated = session.steps >= session.max_steps
         session.done = result.terminated or truncated
-        label = step_label(before, result.oracle_plan_length, result.won, session.episode.single_turn)
+        label = result.oracle_label if result.oracle_label is not None else step_label(
+            before, result.oracle_plan_length, result.won, session.episode.single_turn)
     return env_pb2.StepResponse(observation=result.observation, admissible_actions=list(result.admissible_actions),
                                 reward=result.reward, terminated=result.terminated, truncated=truncated,
                                 won=result.won, oracle_label=label,  # type: ignore[arg-type]  # protobuf enum fields take their int values

@@ -33,8 +33,9 @@ _JUDGE_TOKENIZER_EPISODES = 20
 
 
 def _family_name(family: FamilyConfig) -> str:
-    """The family's part of a cache name: its type, and for a Gymnasium family its id."""
-    return f"{family.type}-{family.env_id}" if family.env_id else family.type
+    """The family's part of a cache name: its type, and a Gymnasium family's id or a remote one's address."""
+    detail = family.env_id or family.address.replace(":", "_").replace("/", "_")
+    return f"{family.type}-{detail}" if detail else family.type
 
 
 def tiny_policy(model: ModelConfig, family: FamilyConfig, history_steps: int, role: str = "policy") -> str:

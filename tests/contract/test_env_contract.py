@@ -1,6 +1,6 @@
 """The Environment contract (`services/contract/env_contract.py`) against every implementation the
-project ships — the env service with its FrozenLake, reasoning-gym and Gymnasium-id families, and the
-bring-your-own template `examples/env_server.py` — and against a deliberately broken server,
+project ships — the env service with its FrozenLake, reasoning-gym, Gymnasium-id and remote
+families, and the bring-your-own template `examples/env_server.py` — and against a broken server,
 which must fail with a clause a person can read."""
 
 from __future__ import annotations
@@ -37,19 +37,23 @@ def example_module():
     return module
 
 
-@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "example"])
+@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "example", "remote"])
 def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contract_dir: Path) -> Iterator[str]:
-    """The address of one shipped Environment implementation."""
+    """The address of one shipped Environment implementation ("remote": the env service playing
+    the example server's tasks through `type: remote`)."""
+    server = example_module().serve(0) if request.param in ("example", "remote") else None
     if request.param == "example":
-        server = example_module().serve(0)
         yield f"127.0.0.1:{server.port}"
         server.stop(None)
         return
-    section = {"cache_dir": str(contract_dir / "cache"), "families": [FAMILIES[request.param]],
-               "scheduler": {"enabled": False}}
+    family = FAMILIES.get(request.param) or {"type": "remote", "address": f"127.0.0.1:{server.port}", "knobs": {},
+                                             "train_slots": 2, "heldout_slots": 1, "ood_slots": 0, "max_steps": 10}
+    section = {"cache_dir": str(contract_dir / "cache"), "families": [family], "scheduler": {"enabled": False}}
     proc = _start("env", section, contract_nats, contract_dir)  # the families share one pool bucket
     yield proc.address
     _stop(proc)
+    if server is not None:
+        server.stop(None)
 
 
 def test_every_clause_holds(environment: str) -> None:

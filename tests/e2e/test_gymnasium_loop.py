@@ -12,38 +12,14 @@ import pytest
 
 from services.run.recorder import read_events
 from tests.e2e.test_run_loop import RLANYTHING, rounds_of
+from tests.e2e.untrained import untrained_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-CONFIG = """
-run_name: gymnasium-cliff
-seed: 1
-loop: {rounds: 2}
-env:
-  cache_dir: CACHE/env
-  families:
-    - {type: gymnasium, env_id: CliffWalking-v1, won_when: terminated, knobs: {}, train_slots: 4,
-       heldout_slots: 2, ood_slots: 0, max_steps: 14}
-  scheduler: {tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2, max_new_tokens: 12}
-policy:
-  openai_port: 0
-  model: {threads: 1, cache_dir: CACHE/models, tiny: {hidden_size: 64}}
-  ppo: {optimizer_steps: 2}
-reward:
-  model: {threads: 1, cache_dir: CACHE/models, tiny: {hidden_size: 64}}
-  max_new_tokens: 12
-  prompt_chars: 300
-  field_chars: 150
-critic: {group_timeout_s: 120}
-# no oracle, so no cold start by SFT: untrained tiny models (their answers are mostly invalid;
-# this checks the plumbing, hence the format guard off)
-launcher: {coldstart: false, round_timeout_s: 600, max_invalid_answer_rate: 1.0}
-"""
-
-
 def test_two_rounds_on_a_gymnasium_id(tmp_path: Path) -> None:
-    config = tmp_path / "gym.yaml"
-    config.write_text(CONFIG.replace("CACHE", str(tmp_path / "cache")))
+    config = untrained_config(tmp_path, "gymnasium-cliff",
+                              "{type: gymnasium, env_id: CliffWalking-v1, won_when: terminated, knobs: {}, "
+                              "train_slots: 4, heldout_slots: 2, ood_slots: 0, max_steps: 14}")
     run_dir = tmp_path / "run"
     result = subprocess.run([RLANYTHING, "run", str(config), "--run-dir", str(run_dir)],
                             capture_output=True, text=True, timeout=900)

@@ -14,9 +14,10 @@ __all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "EnvServiceCon
 class FamilyConfig(StrictModel):
     """One task family of the pool and the seed tasks it starts with."""
 
-    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "live"] = Field(
-        description="Task family adapter ('gymnasium': any discrete-action Gymnasium env by env_id; 'live': tasks "
-                    "from a product's real failures, added at run time by the ingest service; it seeds no slots).")
+    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "remote", "live"] = Field(
+        description="Task family adapter ('gymnasium': any discrete-action Gymnasium env by env_id; 'remote': your "
+                    "own Environment server at address; 'live': tasks from a product's real failures, added at run "
+                    "time by the ingest service; it seeds no slots).")
     knobs: dict[str, float] = Field(description="Difficulty knobs of the seed tasks, e.g. {size: 4, hole_prob: 0.2}.")
     train_slots: int = Field(8, ge=0, description="Slots trained on (their variants evolve).")
     heldout_slots: int = Field(0, ge=0, description="Slots never trained on, same knobs (evaluation).")
@@ -24,6 +25,7 @@ class FamilyConfig(StrictModel):
     ood_slots: int = Field(0, ge=0, description="Out-of-distribution evaluation slots (with ood_knobs).")
     dataset: str = Field("basic_arithmetic", description="reasoning_gym only: the dataset name.")
     env_id: str = Field("", description="gymnasium only: a registered Gymnasium id, e.g. Taxi-v4, CliffWalking-v1.")
+    address: str = Field("", description="remote only: host:port of an Environment gRPC server (env.proto).")
     won_when: Literal["positive_reward", "terminated"] = Field(
         "positive_reward", description="gymnasium only: an episode is won when it ends with reward > 0, or whenever "
                                        "it ends inside the environment (CliffWalking: its only end is the goal).")
@@ -36,6 +38,8 @@ class FamilyConfig(StrictModel):
     def _gymnasium_needs_an_id(self) -> "FamilyConfig":
         if self.type == "gymnasium" and not self.env_id:
             raise ValueError("type gymnasium needs env_id (a registered Gymnasium id, e.g. Taxi-v4)")
+        if self.type == "remote" and not self.address:
+            raise ValueError("type remote needs address (host:port of your Environment server)")
         return self
 
 

@@ -47,6 +47,9 @@ class StepResult:
     won: bool
     oracle_plan_length: int | None
     """Steps of the oracle's winning plan from the new state; 0 after a win, None = no oracle."""
+    oracle_label: int | None = None
+    """The step's `StepLabel` when the environment decides it itself (a remote server); None: it is
+    derived from the plan lengths before and after (`services.env.oracle.step_label`)."""
 
 
 class Episode(ABC):

@@ -25,6 +25,10 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
         from services.env.families.live import LiveFamily
 
         family = LiveFamily()
+    elif cfg.type == "remote":
+        from services.env.families.remote import RemoteFamily
+
+        family = RemoteFamily(cfg.address)
     elif cfg.type == "gymnasium":
         from services.env.families.gymnasium_family import GymnasiumFamily
 
