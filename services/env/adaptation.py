@@ -126,7 +126,7 @@ class Adaptation:
             if plan is None:
                 why = "no winning plan (the oracle cannot solve it)"
                 continue
-            if moves_difficulty(direction, parent_plan, plan):
+            if moves_difficulty(direction, parent_plan, plan) and not (proposal.reseed and plan == parent_plan):
                 break
             why = f"oracle plan {plan} steps does not move from the parent's {parent_plan} in {tries} tries"
             plan = None

@@ -36,6 +36,8 @@ class Proposal:
 
     spec: TaskSpec
     note: str
+    reseed: bool = False
+    """Same knobs, another task: its difficulty must move strictly (an equal plan is no easier)."""
 
 
 def bad_step_share(report: TaskReport, plan_length: int) -> float:
@@ -65,24 +67,37 @@ class Proposer(ABC):
 
 
 class ParametricProposer(Proposer):
-    """Moves the first knob (in the family's preferred order) that can move one step."""
+    """Moves the first knob (in the family's preferred order) that can move one step.
 
-    def __init__(self, bad_step_threshold: float = 0.3) -> None:
+    With ``reseed_tries`` > 0 the first tries keep the knobs and draw another task of the same
+    family (a new seed) whose oracle plan is strictly longer (harder) or shorter (easier): a
+    smaller step than a knob move. Measured on 4×4 FrozenLake with the window view (the run
+    viewer's pool history): size 4 → 5 took candidates from acc 0.88 to 0.13 and 4 → 3 from 0 to
+    1.0, both out of the band and rejected.
+    """
+
+    def __init__(self, bad_step_threshold: float = 0.3, reseed_tries: int = 0) -> None:
         self.bad_step_threshold = bad_step_threshold
+        self.reseed_tries = reseed_tries
 
     def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
                 plan_length: int, attempt: int, try_index: int = 0) -> Proposal | None:
-        """Odd tries start from the next knob in the preference order (a 4×4 map with one more
-        hole rarely has a longer plan; a 5×5 one always does)."""
+        """Odd tries (after the reseeds) start from the next knob in the preference order (a 4×4 map
+        with one more hole rarely has a longer plan; a 5×5 one always does)."""
         harder = direction == DIRECTION_HARDER
         share = bad_step_share(report, plan_length)
+        seed = (parent.seed * 7919 + attempt) % (2**31 - 1)
+        if try_index < self.reseed_tries and plan_length > 0:
+            note = (f"{'harder' if harder else 'easier'}: same knobs, another task (seed {seed}) with a "
+                    f"{'longer' if harder else 'shorter'} plan (bad-step share {share:.2f})")
+            return Proposal(TaskSpec(parent.family, dict(parent.knobs), seed), note, reseed=True)
+        try_index -= self.reseed_tries if plan_length > 0 else 0
         order = family.knob_preference(harder, share)
         shift = try_index % max(1, len(order))
         for name in order[shift:] + order[:shift]:
             knobs = family.move_knob(parent.knobs, name, harder)
             if knobs is None:
                 continue
-            seed = (parent.seed * 7919 + attempt) % (2**31 - 1)
             note = (f"{'harder' if harder else 'easier'}: {name} {parent.knobs[name]:g} -> {knobs[name]:g}, "
                     f"seed {seed} (bad-step share {share:.2f})")
             return Proposal(TaskSpec(parent.family, knobs, seed), note)

@@ -55,7 +55,8 @@ class EnvService(Service):
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
             self.log.info("live tasks loaded", extra={"tasks": loaded})
-        self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold),
+        self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold,
+                                                                        self.cfg.adaptation.reseed_tries),
                                      self.cfg.adaptation, self.live)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]

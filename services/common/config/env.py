@@ -88,6 +88,10 @@ class AdaptationConfig(StrictModel):
                                     "(harder: longer than the parent's). Each try builds the task (TextWorld: seconds).")
     bad_step_threshold: float = Field(
         0.3, ge=0, le=1, description="Share of bad steps at which the proposer switches knob order.")
+    reseed_tries: int = Field(
+        0, ge=0, le=64, description="The first this many of variant_tries keep the knobs and draw another task whose "
+                                    "oracle plan is strictly longer (harder) or shorter (easier): a smaller step than "
+                                    "a knob move (0 = knob moves only).")
 
 
 class EnvServiceConfig(ServiceConfig):
