@@ -255,6 +255,14 @@ def contract_policy(
     _print_clauses(check_policy(address, openai_url, timeout_s), address)
 
 
+@contract_app.command("reward")
+def contract_reward(address: AddressArg, timeout_s: TimeoutOpt = 120.0) -> None:
+    """Run the RewardModel contract's clauses against ADDRESS; exit 1 if any fails."""
+    from services.contract.reward_contract import check_reward_model
+
+    _print_clauses(check_reward_model(address, timeout_s), address)
+
+
 @contract_app.command("critic")
 def contract_critic(address: AddressArg, timeout_s: TimeoutOpt = 30.0) -> None:
     """Run the Critic contract's clauses against ADDRESS; exit 1 if any fails."""

@@ -94,3 +94,39 @@ def test_oracle_votes_are_the_labels_and_deterministic(reward_model: RewardModel
     assert runs[0] == runs[1]
     assert [[v.value for v in j.votes] for j in runs[0].judgements] == [[1] * 4, [-1] * 4, [0] * 4]
     assert [j.mean_vote for j in runs[0].judgements] == [1.0, -1.0, 0.0]
+
+
+def test_the_command_suite_holds(reward_model: RewardModelUnderTest) -> None:
+    from services.contract.reward_contract import check_reward_model
+
+    failed = [r for r in check_reward_model(reward_model.address) if not r.passed]
+    assert not failed, "\n".join(f"{r.clause}: sent {r.sent}; got {r.got}; required {r.required}" for r in failed)
+
+
+def test_a_judge_whose_values_contradict_their_text_fails_clause_2_readably() -> None:
+    from concurrent import futures
+
+    from rlanything.v1.events_pb2 import StepJudgement, Vote
+    from services.contract.reward_contract import check_reward_model
+
+    class SaysGoodVotesBad(reward_pb2_grpc.RewardModelServicer):
+        def JudgeSteps(self, request, context):  # noqa: N802 - the gRPC method's name
+            if not request.steps or not 0 <= request.votes <= 32 or request.temperature < 0 or any(
+                    not s.prompt for s in request.steps):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad request")
+            m = request.votes or 3
+            return reward_pb2.JudgeStepsResponse(judgements=[
+                StepJudgement(step_index=i, votes=[Vote(value=-1, response="\\boxed{1}")] * m, mean_vote=-1.0)
+                for i in range(len(request.steps))])
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    reward_pb2_grpc.add_RewardModelServicer_to_server(SaysGoodVotesBad(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        results = check_reward_model(f"127.0.0.1:{port}")
+    finally:
+        server.stop(None)
+    assert [r.passed for r in results] == [True, False, True]
+    assert results[1].got == "step 0: value -1 for text '\\\\boxed{1}'"
+    assert results[1].required == "a value in {+1, -1, 0} that is the text's last \\boxed{} vote"
