@@ -209,6 +209,38 @@ def trace(
     typer.echo("\n".join(lines))
 
 
+@app.command()
+def replay(
+    run_dir: Annotated[Path, typer.Argument(help="A finished run directory (runs/<id>) with events/.")],
+    judge: Annotated[str, typer.Option("--judge", help="host:port of the RewardModel to judge with (e.g. a "
+                                                       "`python -m services.reward --config judge.yaml`).")],
+    votes: Annotated[int, typer.Option("--votes", help="Votes per step (0 = as many as the run cast).")] = 0,
+    temperature: Annotated[float, typer.Option("--temperature", help="Vote sampling temperature (0 = greedy).")] = 0.0,
+    limit: Annotated[int, typer.Option("--limit", help="Trajectories at most (0 = all).")] = 0,
+    version: Annotated[Optional[int], typer.Option("--version", help="Only trajectories the run judged with this "
+                                                                     "RM version.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Report file (default RUN_DIR/replay.md).")] = None,
+) -> None:
+    """Judge a run's stored trajectories again with another judge and compare with the stored votes
+    (step accuracy vs the oracle, identical votes, agreement, outcome accuracy, invalid votes)."""
+    import grpc as _grpc
+
+    from services.run.replay import compare, replay_run, report_markdown
+
+    try:
+        pairs = replay_run(run_dir, judge, votes, temperature, limit, version)
+    except FileNotFoundError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except _grpc.RpcError as exc:
+        console.print(f"[red]error:[/red] the judge at {judge} answered {exc.code().name}: {exc.details()}")
+        raise typer.Exit(1) from None
+    text = report_markdown(compare(pairs), run_dir, judge)
+    path = out or run_dir / "replay.md"
+    path.write_text(text)
+    typer.echo(text + f"\n({len(pairs)} steps; written to {path})")
+
+
 contract_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            help="Check a service implementation against its contract (proto/).")
 app.add_typer(contract_app, name="contract")

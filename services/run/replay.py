@@ -1,0 +1,124 @@
+"""`rlanything replay`: judge a finished run's stored trajectories again with another judge and
+compare, without re-running any rollout.
+
+The trajectories come from the run's event log (``events/judged.jsonl``); each is sent to the
+RewardModel at the given address as the same `JudgeSteps` request the live judges build
+(`services.reward.judges.steps_of`). `compare` (pure) puts the stored and the new votes side by
+side, per task family and overall: step accuracy against the oracle labels (sign of S̄ = the
+label; S̄ = 0 is wrong, as in the run's metrics), the share of steps whose votes are identical,
+the agreement of the two judges' signs, outcome accuracy (sign of the mean S̄ over a trajectory's
+steps = its outcome) and the invalid-vote rate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from rlanything.v1 import reward_pb2, reward_pb2_grpc
+from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, Trajectory
+
+from services.reward.judges import steps_of
+from services.run.recorder import read_events
+
+__all__ = ["StepPair", "compare", "replay_run", "report_markdown"]
+
+
+@dataclass(frozen=True)
+class StepPair:
+    """One judged step: its family, oracle label (+1, −1, 0 = none), the trajectory's outcome and
+    step count position, and the stored and the new votes."""
+
+    family: str
+    trajectory_id: str
+    label: int
+    outcome: int
+    stored: tuple[int, ...]
+    replayed: tuple[int, ...]
+
+
+def _sign(values: Sequence[int]) -> int:
+    mean = sum(values) / max(1, len(values))
+    return 1 if mean > 0 else -1 if mean < 0 else 0
+
+
+def _summary(pairs: Sequence[StepPair]) -> dict[str, float]:
+    labelled = [p for p in pairs if p.label]
+    by_traj: dict[str, list[StepPair]] = defaultdict(list)
+    for p in pairs:
+        by_traj[p.trajectory_id].append(p)
+
+    def outcome_acc(which: str) -> float:
+        hits = [_sign([_sign(getattr(p, which)) for p in ps]) == ps[0].outcome for ps in by_traj.values()]
+        return sum(hits) / len(hits) if hits else float("nan")
+
+    votes = [v for p in pairs for v in p.replayed]
+    return {
+        "steps": float(len(pairs)), "labelled_steps": float(len(labelled)),
+        "step_accuracy_stored": sum(_sign(p.stored) == p.label for p in labelled) / len(labelled) if labelled else float("nan"),
+        "step_accuracy_replayed": sum(_sign(p.replayed) == p.label for p in labelled) / len(labelled) if labelled else float("nan"),
+        "identical_votes": sum(p.stored == p.replayed for p in pairs) / len(pairs) if pairs else float("nan"),
+        "sign_agreement": sum(_sign(p.stored) == _sign(p.replayed) for p in pairs) / len(pairs) if pairs else float("nan"),
+        "outcome_accuracy_stored": outcome_acc("stored"), "outcome_accuracy_replayed": outcome_acc("replayed"),
+        "invalid_vote_rate_replayed": sum(v == 0 for v in votes) / len(votes) if votes else float("nan"),
+    }
+
+
+def compare(pairs: Iterable[StepPair]) -> dict[str, dict[str, float]]:
+    """Per family (and ``"all"``): the figures of the module docstring."""
+    pairs = list(pairs)
+    families = sorted({p.family for p in pairs})
+    return {"all": _summary(pairs), **{f: _summary([p for p in pairs if p.family == f]) for f in families}}
+
+
+def _label(value: int) -> int:
+    return 1 if value == STEP_LABEL_GOOD else -1 if value == STEP_LABEL_BAD else 0
+
+
+def replay_run(run_dir: Path, address: str, votes: int = 0, temperature: float = 0.0, limit: int = 0,
+               judge_version: int | None = None, timeout_s: float = 120.0) -> list[StepPair]:
+    """Judge the stored trajectories of ``run_dir`` again at ``address``; ``votes`` 0 = as many as
+    each step had; ``judge_version``: only trajectories the run judged with that RM version.
+
+    Raises:
+        FileNotFoundError: the run has no ``events/judged.jsonl``.
+        grpc.RpcError: the judge refused or failed a request.
+    """
+    path = run_dir / "events" / "judged.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist (runs record it since `logging.events`)")
+    pairs: list[StepPair] = []
+    with grpc.insecure_channel(address) as channel:
+        stub = reward_pb2_grpc.RewardModelStub(channel)
+        for n, record in enumerate(read_events(path, "trajectory.trajectory_id")):
+            if limit and n >= limit:
+                break
+            if judge_version is not None and int(record.get("reward_model_version", 0)) != judge_version:
+                continue
+            trajectory = json_format.ParseDict(record["trajectory"], Trajectory(), ignore_unknown_fields=True)
+            stored: list[Any] = record.get("judgements", [])
+            m = votes or max((len(j.get("votes", [])) for j in stored), default=0)
+            if not trajectory.steps or not m:
+                continue
+            response = stub.JudgeSteps(reward_pb2.JudgeStepsRequest(steps=steps_of(trajectory), votes=m,
+                                                                     temperature=temperature), timeout=timeout_s)
+            for step, old, new in zip(trajectory.steps, stored, response.judgements):
+                pairs.append(StepPair(trajectory.task.family, trajectory.trajectory_id, _label(step.oracle_label),
+                                      trajectory.outcome, tuple(int(v.get("value", 0)) for v in old.get("votes", [])),
+                                      tuple(v.value for v in new.votes)))
+    return pairs
+
+
+def report_markdown(figures: dict[str, dict[str, float]], run_dir: Path, address: str) -> str:
+    """The comparison as a markdown table (one row per family, then all)."""
+    keys = list(next(iter(figures.values())).keys()) if figures else []
+    lines = [f"# Replay of {run_dir.name} against the judge at {address}", "",
+             "| family | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
+    for family in [f for f in figures if f != "all"] + ["all"]:
+        lines.append(f"| {family} | " + " | ".join(f"{figures[family][k]:.3g}" for k in keys) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,66 @@
+"""`rlanything replay`: a finished run's stored trajectories judged again by another judge, no
+rollout re-run. The same deterministic judge reproduces the stored votes exactly; another judge is
+compared step by step."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.common.nats_server import NatsServer
+from services.run.recorder import read_events
+from tests.contract.conftest import _start, _stop
+from tests.e2e.test_run_loop import RLANYTHING, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def oracle_judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    where = tmp_path_factory.mktemp("oracle-judge")
+    with NatsServer() as nats:
+        proc = _start("reward", {"role": "judge", "backend": "oracle", "votes": 3}, nats, where)
+        yield proc.address
+        _stop(proc)
+
+
+def replay(run_dir: Path, judge: str, out: Path) -> dict:
+    result = subprocess.run([RLANYTHING, "replay", str(run_dir), "--judge", judge, "--out", str(out)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    header, _, *rows = [line for line in out.read_text().splitlines() if line.startswith("|")]
+    keys = [k.strip() for k in header.strip("|").split("|")][1:]
+    table = {cells[0]: dict(zip(keys, map(float, cells[1:])))
+             for cells in ([c.strip() for c in row.strip("|").split("|")] for row in rows)}
+    return table["all"]
+
+
+def stored_steps(run_dir: Path) -> int:
+    """Steps the run judged with votes (evaluation rollouts carry judgements without votes)."""
+    return sum(1 for r in read_events(run_dir / "events" / "judged.jsonl", "trajectory.trajectory_id")
+               for j in r["judgements"] if j.get("votes"))
+
+
+def test_the_same_deterministic_judge_reproduces_the_stored_votes(tmp_path: Path, tiny_cold: Path,
+                                                                  oracle_judge: str) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run([RLANYTHING, "run", str(write_config(tmp_path, 1, tiny_cold)), "--run-dir", str(run_dir),
+                           "--set", "reward.backend=oracle"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = replay(run_dir, oracle_judge, tmp_path / "replay.md")
+    assert figures["steps"] == stored_steps(run_dir) > 0
+    assert figures["identical_votes"] == 1.0 and figures["sign_agreement"] == 1.0
+
+
+def test_another_judge_is_compared_step_by_step(two_round_run: Path, tmp_path: Path, oracle_judge: str) -> None:
+    # The tiny run's policy rarely answers a valid \boxed{i}, so few steps carry an oracle label and
+    # its 20-step judge mostly votes invalid: on this run the two judges may agree; the figures are
+    # computed over every stored step either way.
+    figures = replay(two_round_run, oracle_judge, tmp_path / "replay.md")
+    assert figures["steps"] == stored_steps(two_round_run) > 0
+    assert 0.0 <= figures["identical_votes"] <= figures["sign_agreement"] <= 1.0
+    if figures["labelled_steps"] > 0:
+        assert figures["step_accuracy_replayed"] == 1.0  # the oracle votes the labels
