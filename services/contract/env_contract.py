@@ -26,7 +26,7 @@ import grpc
 from rlanything.v1 import env_pb2, env_pb2_grpc
 from rlanything.v1.events_pb2 import TaskRef
 
-from services.contract.clauses import ClauseFailed, Result, call as _call, refused as _refused, run_clauses, show
+from services.contract.clauses import ClauseFailed, Result, call, refused, run_clauses, show
 
 __all__ = ["check_environment", "CLAUSES", "Result"]
 
@@ -49,19 +49,19 @@ class _Run:
 
     def reset(self, seed: int = 7) -> tuple[env_pb2.ResetRequest, env_pb2.ResetResponse]:
         request = env_pb2.ResetRequest(task=self.task(), seed=seed)
-        return request, _call(self.stub.Reset, request, self.timeout_s)
+        return request, call(self.stub.Reset, request, self.timeout_s)
 
 
 def _close_quietly(run: _Run, session_id: str) -> None:
     try:
         run.stub.Close(env_pb2.CloseRequest(session_id=session_id), timeout=run.timeout_s)
     except grpc.RpcError:
-        pass
+        pass  # Close is clause 4's business; here only the session is given back
 
 
 def lists_tasks(run: _Run) -> None:
     request = env_pb2.ListTasksRequest()
-    response = _call(run.stub.ListTasks, request, run.timeout_s)
+    response = call(run.stub.ListTasks, request, run.timeout_s)
     run.tasks = list(response.tasks)
     if not run.tasks:
         raise ClauseFailed(show(request), show(response), "at least one task")
@@ -70,13 +70,13 @@ def lists_tasks(run: _Run) -> None:
             raise ClauseFailed(show(request), f"a task {show(t)}",
                                "each task has ref.slot_id, ref.family, status active|pending and split train|heldout|ood")
     split = run.tasks[0].split
-    filtered = _call(run.stub.ListTasks, env_pb2.ListTasksRequest(split=split), run.timeout_s)
+    filtered = call(run.stub.ListTasks, env_pb2.ListTasksRequest(split=split), run.timeout_s)
     if not filtered.tasks or any(t.split != split for t in filtered.tasks):
         raise ClauseFailed(show(env_pb2.ListTasksRequest(split=split)), show(filtered), f"only tasks of split {split!r}")
-    limited = _call(run.stub.ListTasks, env_pb2.ListTasksRequest(limit=1), run.timeout_s)
+    limited = call(run.stub.ListTasks, env_pb2.ListTasksRequest(limit=1), run.timeout_s)
     if len(limited.tasks) != 1:
         raise ClauseFailed(show(env_pb2.ListTasksRequest(limit=1)), show(limited), "exactly one task with limit 1")
-    _refused(run.stub.ListTasks, env_pb2.ListTasksRequest(limit=-1), {grpc.StatusCode.INVALID_ARGUMENT},
+    refused(run.stub.ListTasks, env_pb2.ListTasksRequest(limit=-1), {grpc.StatusCode.INVALID_ARGUMENT},
              "INVALID_ARGUMENT for a negative limit", run.timeout_s)
 
 
@@ -99,7 +99,7 @@ def plays_to_the_end(run: _Run) -> None:
     actions, sent = list(reset.admissible_actions), None
     for _ in range(reset.max_steps + 1):
         sent = env_pb2.StepRequest(session_id=reset.session_id, action=actions[0] if actions else "42")
-        step = _call(run.stub.Step, sent, run.timeout_s)
+        step = call(run.stub.Step, sent, run.timeout_s)
         if step.won and not step.terminated:
             raise ClauseFailed(show(sent), show(step), "won only together with terminated")
         if step.terminated or step.truncated:
@@ -108,31 +108,31 @@ def plays_to_the_end(run: _Run) -> None:
     else:
         raise ClauseFailed(show(sent), f"still running after {reset.max_steps + 1} steps",
                            f"terminated or truncated within max_steps={reset.max_steps} steps")
-    _refused(run.stub.Step, sent, {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION},
+    refused(run.stub.Step, sent, {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION},
              "a Step after the episode ended is refused (INVALID_ARGUMENT or FAILED_PRECONDITION)", run.timeout_s)
     _close_quietly(run, reset.session_id)
 
 
 def close_frees_the_session(run: _Run) -> None:
     _, reset = run.reset()
-    _call(run.stub.Close, env_pb2.CloseRequest(session_id=reset.session_id), run.timeout_s)
+    call(run.stub.Close, env_pb2.CloseRequest(session_id=reset.session_id), run.timeout_s)
     action = reset.admissible_actions[0] if reset.admissible_actions else "42"
-    _refused(run.stub.Step, env_pb2.StepRequest(session_id=reset.session_id, action=action),
+    refused(run.stub.Step, env_pb2.StepRequest(session_id=reset.session_id, action=action),
              {grpc.StatusCode.NOT_FOUND}, "NOT_FOUND for a Step on a closed session", run.timeout_s)
 
 
 def refuses_unknown_and_missing_ids(run: _Run) -> None:
     nf, ia = {grpc.StatusCode.NOT_FOUND}, {grpc.StatusCode.INVALID_ARGUMENT}
-    _refused(run.stub.Step, env_pb2.StepRequest(session_id="no-such-session", action="x"), nf,
+    refused(run.stub.Step, env_pb2.StepRequest(session_id="no-such-session", action="x"), nf,
              "NOT_FOUND for an unknown session", run.timeout_s)
-    _refused(run.stub.Close, env_pb2.CloseRequest(session_id="no-such-session"), nf,
+    refused(run.stub.Close, env_pb2.CloseRequest(session_id="no-such-session"), nf,
              "NOT_FOUND when closing an unknown session", run.timeout_s)
     family = run.task().family
-    _refused(run.stub.Reset, env_pb2.ResetRequest(task=TaskRef(slot_id="no-such-slot", family=family)), nf,
+    refused(run.stub.Reset, env_pb2.ResetRequest(task=TaskRef(slot_id="no-such-slot", family=family)), nf,
              "NOT_FOUND for a Reset of an unknown slot", run.timeout_s)
-    _refused(run.stub.Step, env_pb2.StepRequest(action="x"), ia, "INVALID_ARGUMENT for a Step without session_id",
+    refused(run.stub.Step, env_pb2.StepRequest(action="x"), ia, "INVALID_ARGUMENT for a Step without session_id",
              run.timeout_s)
-    _refused(run.stub.Reset, env_pb2.ResetRequest(), ia, "INVALID_ARGUMENT for a Reset without task.slot_id",
+    refused(run.stub.Reset, env_pb2.ResetRequest(), ia, "INVALID_ARGUMENT for a Reset without task.slot_id",
              run.timeout_s)
 
 

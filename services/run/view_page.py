@@ -157,7 +157,7 @@ def render_page(view: dict[str, Any], refresh_s: int = 0) -> str:
 <section><h2>Task pool</h2><table id="pool"></table></section>
 <section><h2>Trajectories (<span id="traj-count">0</span>)</h2>
 <div class="filters"><label>round <select id="f-round"></select></label>
-<label>task <input id="f-task" size="18" placeholder="slot id contains"></label>
+<label>task id contains <input id="f-task" size="18"></label>
 <label>split <select id="f-split"></select></label>
 <label>outcome <select id="f-outcome"><option value="">all</option><option value="1">won</option>
 <option value="-1">lost</option></select></label>

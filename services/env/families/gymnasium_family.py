@@ -82,6 +82,7 @@ class GymnasiumFamily(TaskFamily):
         InvalidArgumentError: the id is not registered, or its action space is not discrete.
     """
 
+    name = "gymnasium"
     library = "gymnasium"
     knobs = ()
     max_steps = 30
@@ -90,7 +91,6 @@ class GymnasiumFamily(TaskFamily):
         if env_id not in gym.registry:
             raise InvalidArgumentError(f"env_id {env_id!r} is not a registered Gymnasium environment")
         self.env_id = env_id
-        self.name = "gymnasium"
         self.won_when = won_when
         probe = self._make()
         if not isinstance(probe.action_space, gym.spaces.Discrete):
