@@ -212,8 +212,13 @@ def trace(
 @app.command()
 def replay(
     run_dir: Annotated[Path, typer.Argument(help="A finished run directory (runs/<id>) with events/.")],
-    judge: Annotated[str, typer.Option("--judge", help="host:port of the RewardModel to judge with (e.g. a "
-                                                       "`python -m services.reward --config judge.yaml`).")],
+    judge: Annotated[str, typer.Option("--judge", help="The judge to compare with: host:port of a running "
+                                                       "RewardModel, or a run config YAML whose reward: section "
+                                                       "is the judge (started for this command).")] = "",
+    shadow: Annotated[bool, typer.Option("--shadow", help="Compare the run's shadow judge (its stored votes, "
+                                                          "launcher.shadow_judge) instead; no judging.")] = False,
+    overrides: Annotated[Optional[list[str]], typer.Option("--set", help="Override of the judge config, e.g. "
+                                                                         "reward.model.source=runs/x/checkpoints/reward/v20.")] = None,
     votes: Annotated[int, typer.Option("--votes", help="Votes per step (0 = as many as the run cast).")] = 0,
     temperature: Annotated[float, typer.Option("--temperature", help="Vote sampling temperature (0 = greedy).")] = 0.0,
     limit: Annotated[int, typer.Option("--limit", help="Trajectories at most (0 = all).")] = 0,
@@ -225,17 +230,33 @@ def replay(
     (step accuracy vs the oracle, identical votes, agreement, outcome accuracy, invalid votes)."""
     import grpc as _grpc
 
-    from services.run.replay import compare, replay_run, report_markdown
+    from services.common.errors import ConfigError, ServiceFailedError
+    from services.run.judge_process import describe, judge_config, local_judge
+    from services.run.replay import compare, replay_run, report_markdown, shadow_pairs
 
+    if shadow == bool(judge):
+        console.print("[red]error:[/red] give exactly one of --judge HOST:PORT|CONFIG and --shadow")
+        raise typer.Exit(2)
     try:
-        pairs = replay_run(run_dir, judge, votes, temperature, limit, version)
-    except FileNotFoundError as exc:
+        if shadow:
+            pairs, who = shadow_pairs(run_dir), "the run's shadow judge"
+        elif Path(judge).suffix in (".yaml", ".yml") or Path(judge).is_file():
+            config = judge_config(Path(judge), overrides or [])
+            with local_judge(config, lambda line: console.print(line, highlight=False)) as address:
+                who = f"{describe(config)} ({judge})"
+                pairs = replay_run(run_dir, address, votes, temperature, limit, version)
+        else:
+            pairs, who = replay_run(run_dir, judge, votes, temperature, limit, version), f"the judge at {judge}"
+    except (FileNotFoundError, ConfigError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    except ServiceFailedError as exc:
+        console.print(f"[red]error:[/red] the judge did not start: {exc}", highlight=False)
+        raise typer.Exit(1) from None
     except _grpc.RpcError as exc:
         console.print(f"[red]error:[/red] the judge at {judge} answered {exc.code().name}: {exc.details()}")
         raise typer.Exit(1) from None
-    text = report_markdown(compare(pairs), run_dir, judge)
+    text = report_markdown(compare(pairs), run_dir, who)
     path = out or run_dir / "replay.md"
     path.write_text(text)
     typer.echo(text + f"\n({len(pairs)} steps; written to {path})")

@@ -37,6 +37,8 @@ class Subjects:
     INGEST_CANDIDATE = "rla.ingest.candidate"  # LiveTaskCandidate (redacted), .<tenant>
     TRAJ_LIVE = "rla.traj.live.completed"      # Trajectory of a settled live episode (source "ingest"), .<tenant>.<escaped episode id>
     TRAJ_LIVE_JUDGED = "rla.traj.live.judged"  # JudgedTrajectory of a live episode (chat rubric), .<tenant>.<escaped episode id>
+    TRAJ_SHADOW = "rla.traj.shadow"            # JudgedTrajectory by a shadow judge (trains nothing), .<judge name>
+    TRAJ_LIVE_SHADOW = "rla.traj.live.shadow"  # the same for a live episode, .<tenant>.<escaped episode id>.<judge name>
 
 
 DLQ_PREFIX = "rla.dlq"

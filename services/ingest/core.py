@@ -297,7 +297,8 @@ class IngestCore:
         tenant, episode_id = record.episode.tenant, record.episode.episode_id
         ep = escape_id(episode_id)  # one subject per episode: its captures, and its judged trajectory
         for stream, subject in (("INGEST", f"{Subjects.INGEST_COMPLETION}.{tenant}.{ep}"),
-                                ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.{ep}")):
+                                ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.{ep}"),
+                                ("TRAJ", f"{Subjects.TRAJ_LIVE_SHADOW}.{tenant}.{ep}.>")):
             info = await self.bus.js.stream_info(stream, subjects_filter=subject)
             n = sum((info.state.subjects or {}).values())
             if n:
@@ -329,12 +330,14 @@ class IngestCore:
 
     async def purge_tenant(self, tenant: str) -> PurgeTenantResponse:
         """Delete everything stored for ``tenant``: its subjects on the INGEST and TRAJ streams
-        (episodes, feedback, settled hand-offs, captures, live and judged live trajectories) and
+        (episodes, feedback, settled hand-offs, captures, live and judged live trajectories, shadow
+        judges' votes on them) and
         its keys in the episode, waiting-feedback and capture buckets."""
         subjects = [("INGEST", f"{Subjects.INGEST_EPISODE}.{tenant}"), ("INGEST", f"{Subjects.INGEST_FEEDBACK}.{tenant}"),
                     ("INGEST", f"{Subjects.INGEST_SETTLED}.{tenant}"), ("INGEST", f"{Subjects.INGEST_COMPLETION}.{tenant}.>"),
                     ("INGEST", f"{Subjects.INGEST_CANDIDATE}.{tenant}"),
-                    ("TRAJ", f"{Subjects.TRAJ_LIVE}.{tenant}.>"), ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.>")]
+                    ("TRAJ", f"{Subjects.TRAJ_LIVE}.{tenant}.>"), ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.>"),
+                    ("TRAJ", f"{Subjects.TRAJ_LIVE_SHADOW}.{tenant}.>")]
         messages = 0
         for stream, subject in subjects:
             info = await self.bus.js.stream_info(stream, subjects_filter=subject)

@@ -6,6 +6,12 @@ swaps in each new RM version announced in the ``models`` bucket without a restar
 runs the shared `Trainer` on ``rla.samples.reward`` (durable ``reward-trainer``), which saves
 checkpoints and announces versions on ``rla.models.reward``; ``all`` runs both.
 
+Shadow mode (``reward.shadow``: a name, role ``judge``): a second judge beside the running one. It
+consumes every completed trajectory on its own durables (``reward-shadow-<name>``, ``…-live``),
+keeps its own marks bucket (``<judged_bucket>_shadow_<name>``), serves the model it was configured
+with (it does not follow the running RM's versions) and publishes on its own subjects
+(`services.reward.worker.judged_subject`), which no trainer reads.
+
 Backends (``reward.backend``): ``llm`` is trained (unless ``reward.frozen``: the fixed-judge
 ablation, versions advance and weights do not); ``oracle`` and ``openai`` have no local weights,
 so their trainer (with a `VersionOnlyLearner`) only announces one version number per round and the
@@ -71,15 +77,17 @@ class RewardService(Service):
             await self.trainer.ensure_initial_version(self.source)
         if self.judge is not None:
             self.batcher = JudgeBatcher(self.judge, self.cfg.batch_wait_s)
-            self.marks = await JudgedMarks.open(bus.js, self.cfg.judged_bucket)
+            shadow = self.cfg.shadow
+            bucket = f"{self.cfg.judged_bucket}_shadow_{shadow}" if shadow else self.cfg.judged_bucket
+            self.marks = await JudgedMarks.open(bus.js, bucket)
             self.handler = TrajectoryJudger(bus, self.batcher, self.marks, self.cfg.votes, self.cfg.temperature,
-                                            judge_eval=self.cfg.judge_eval)
-            if self.judge.trainable:
+                                            judge_eval=self.cfg.judge_eval, shadow=shadow)
+            if self.judge.trainable and not shadow:  # a shadow keeps the model it was given
                 self.follower = VersionFollower(self.versions, "reward", self.judge, self.log)
                 await self.follower.load_latest()
                 self.background.append(asyncio.create_task(self.follower.run(), name="version-watch"))
             SERVED_VERSION.labels("reward").set(self.judge.model_version)
-            self.log.info("judge ready", extra={"backend": self.cfg.backend, "source": self.source,
+            self.log.info("judge ready", extra={"backend": self.cfg.backend, "source": self.source, "shadow": shadow,
                                                 "version": self.judge.model_version, "votes": self.cfg.votes})
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
@@ -88,13 +96,20 @@ class RewardService(Service):
         servicer = RewardModelServicer(self.batcher, self.cfg.votes, self.cfg.temperature)
         return [(SERVICE_NAME, lambda s: reward_pb2_grpc.add_RewardModelServicer_to_server(servicer, s))]
 
+    def _judges(self, bus: EventBus, stream: str, durable: str, subject: str) -> Consumer:
+        return bus.consumer(stream=stream, durable=durable, subject=subject, message_type=Trajectory,
+                            handler=self.handler.on_trajectory, concurrent=True)
+
     async def consumers(self, bus: EventBus) -> list[Consumer]:
         out: list[Consumer] = []
         if self.judge is not None:
-            out.append(bus.consumer(stream="TRAJ", durable="reward-judges", subject=Subjects.TRAJ_COMPLETED,
-                                    message_type=Trajectory, handler=self.handler.on_trajectory, concurrent=True))
-            out.append(bus.consumer(stream="TRAJ", durable="reward-judges-live", subject=f"{Subjects.TRAJ_LIVE}.>",
-                                    message_type=Trajectory, handler=self.handler.on_trajectory, concurrent=True))
+            if self.cfg.shadow:  # its own durables: it sees every trajectory the running judges see
+                shadow = f"reward-shadow-{self.cfg.shadow}"
+                out += [self._judges(bus, "TRAJ", shadow, Subjects.TRAJ_COMPLETED),
+                        self._judges(bus, "TRAJ", f"{shadow}-live", f"{Subjects.TRAJ_LIVE}.>")]
+            else:
+                out += [self._judges(bus, "TRAJ", "reward-judges", Subjects.TRAJ_COMPLETED),
+                        self._judges(bus, "TRAJ", "reward-judges-live", f"{Subjects.TRAJ_LIVE}.>")]
         if self.trains:
             out.append(bus.consumer(stream="SAMPLES", durable="reward-trainer", subject=Subjects.SAMPLES_REWARD,
                                     message_type=RewardSampleBatch, handler=self.trainer.on_batch))

@@ -21,6 +21,12 @@ Exactly one judged event per trajectory id, under at-least-once delivery:
 Re-judging old trajectories with a newer judge is a replay: a new durable consumer and a fresh
 marks bucket (``reward.judged_bucket``), never a change to this one.
 
+A shadow judge (``reward.shadow``: a name) runs the same handler with ``shadow`` set: its own
+durable consumers and marks bucket, votes published on ``rla.traj.shadow.<name>`` (live:
+``rla.traj.live.shadow.<tenant>.<episode>.<name>``, erased with the episode) under msg id
+``<trajectory_id>/shadow/<name>``. The critic reads only ``rla.traj.judged`` and
+``rla.traj.live.judged.>``, so nothing trains from a shadow's votes.
+
 Messages of one fetch are handled concurrently (``bus.consumer(..., concurrent=True)``), so their steps meet in
 the shared `JudgeBatcher` and are judged in common generate batches.
 """
@@ -47,7 +53,7 @@ from services.reward.batcher import JudgeBatcher, Judged
 from services.reward.judges import steps_of
 from services.reward.votes import label_vote
 
-__all__ = ["JudgedMarks", "TrajectoryJudger", "judged_msg_id", "mark_key", "MARK_TTL_S"]
+__all__ = ["JudgedMarks", "TrajectoryJudger", "judged_msg_id", "judged_subject", "mark_key", "MARK_TTL_S"]
 
 log = logging.getLogger("rlanything.reward")
 TRAJECTORIES = Counter("rla_reward_trajectories_total", "Completed trajectories by outcome (judged, duplicate).",
@@ -62,9 +68,20 @@ _VOTE_NAME = {1: "good", -1: "bad", 0: "invalid"}
 M = TypeVar("M", bound=Message)
 
 
-def judged_msg_id(trajectory_id: str) -> str:
-    """The ``Nats-Msg-Id`` of a trajectory's judged event (distinct from its completed event's id)."""
-    return f"{trajectory_id}/judged"
+def judged_msg_id(trajectory_id: str, shadow: str = "") -> str:
+    """The ``Nats-Msg-Id`` of a trajectory's judged event (distinct from its completed event's id);
+    a shadow judge's: ``<trajectory_id>/shadow/<name>``."""
+    return f"{trajectory_id}/shadow/{shadow}" if shadow else f"{trajectory_id}/judged"
+
+
+def judged_subject(t: Trajectory, shadow: str = "") -> str:
+    """Where the judged event of ``t`` goes: the running judge's subject, or the shadow's own."""
+    live = t.source == "ingest"
+    if shadow:
+        return (f"{Subjects.TRAJ_LIVE_SHADOW}.{t.tenant}.{escape_id(t.episode_id)}.{shadow}" if live
+                else f"{Subjects.TRAJ_SHADOW}.{shadow}")
+    # one subject per live episode (…<tenant>.<escaped episode id>): erasing a user purges it
+    return f"{Subjects.TRAJ_LIVE_JUDGED}.{t.tenant}.{escape_id(t.episode_id)}" if live else Subjects.TRAJ_JUDGED
 
 
 def mark_key(trajectory_id: str) -> str:
@@ -103,8 +120,10 @@ class TrajectoryJudger:
     """The handler of ``rla.traj.completed``: judge, publish, mark."""
 
     def __init__(self, bus: EventBus, batcher: JudgeBatcher, marks: JudgedMarks, votes: int,
-                 temperature: float, judge_eval: bool = False) -> None:
+                 temperature: float, judge_eval: bool = False, shadow: str = "") -> None:
         self.bus = bus
+        self.shadow = shadow
+        """A shadow judge's name (its votes go to its own subject); '' = the running judge."""
         self.batcher = batcher
         self.marks = marks
         self.votes = votes
@@ -144,9 +163,8 @@ class TrajectoryJudger:
                 if label and judgement.votes:
                     m = judgement.mean_vote
                     LIVE_AGREEMENT.labels("tie" if m == 0 else "yes" if (m > 0) == (label > 0) else "no").inc()
-        # one subject per live episode (…<tenant>.<escaped episode id>): erasing a user purges it
-        subject = f"{Subjects.TRAJ_LIVE_JUDGED}.{t.tenant}.{escape_id(t.episode_id)}" if live else Subjects.TRAJ_JUDGED
-        ack = await self.bus.publish(subject, event, msg_id=judged_msg_id(t.trajectory_id))
+        ack = await self.bus.publish(judged_subject(t, self.shadow), event,
+                                     msg_id=judged_msg_id(t.trajectory_id, self.shadow))
         await self.marks.mark(t.trajectory_id, judged.model_version)
         TRAJECTORIES.labels("duplicate" if ack.duplicate else "judged").inc()
         log.info("judged", extra={"trajectory_id": t.trajectory_id, "steps": len(t.steps),

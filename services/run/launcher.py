@@ -76,6 +76,8 @@ class Launcher:
         self.book = RestartBook(policy)
         """Every restart so far (`RestartBook.restarts`), for the progress display and the report."""
         self._config_path: Path | None = None
+        self._config_paths: dict[str, Path] = {}
+        """Config files of processes that do not read the run's (the shadow judge)."""
 
     def start(self) -> None:
         """Start NATS and every service, then wait until all report SERVING.
@@ -121,13 +123,34 @@ class Launcher:
             log_path = self.run_dir / "logs" / f"{name}.log"
             self.services.append(ServiceProcess(name, f"127.0.0.1:{server_cfg.grpc_port}",
                                                 server_cfg.metrics_port, log_path, self._spawn(name, log_path)))
+        if self.config.launcher.shadow_judge:
+            self._start_shadow(data)
         self._wait_healthy(self.config.launcher.health_timeout_s)
         self._write_manifest()
 
+    def _start_shadow(self, data: dict) -> None:
+        """Start the shadow judge (``launcher.shadow_judge``) as process ``shadow``: the reward
+        service with its own config file (``config.shadow.yaml``) and ports."""
+        shadow = self.resolved.shadow_reward()
+        if shadow.backend == "llm" and not shadow.model.source:
+            shadow.model.source = self.resolved.reward.model.source  # the running judge's starting weights
+        shadow.server.host = "127.0.0.1"
+        shadow.server.grpc_port, shadow.server.metrics_port = free_port(), free_port()
+        path = self.run_dir / "config.shadow.yaml"
+        path.write_text(dump_config(RunConfig.model_validate({**data, "reward": shadow.model_dump(mode="json"),
+                                                              "launcher": {**data["launcher"], "shadow_judge": {}}})))
+        self._config_paths["shadow"] = path
+        log_path = self.run_dir / "logs" / "shadow.log"
+        self.services.append(ServiceProcess("shadow", f"127.0.0.1:{shadow.server.grpc_port}",
+                                            shadow.server.metrics_port, log_path, self._spawn("shadow", log_path)))
+
     def _spawn(self, name: str, log_path: Path) -> subprocess.Popen[bytes]:
+        """Start ``python -m services.<name>`` (the shadow judge: ``services.reward``) on its config."""
         assert self._config_path is not None
+        module = "reward" if name == "shadow" else name
         return subprocess.Popen(
-            [sys.executable, "-m", f"services.{name}", "--config", str(self._config_path)],
+            [sys.executable, "-m", f"services.{module}", "--config",
+             str(self._config_paths.get(name, self._config_path))],
             stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=die_with_parent,
         )

@@ -1,13 +1,15 @@
 """Write the loop's events to ``runs/<id>/events/`` as JSON lines, for `rlanything view`.
 
-Four files, each fed by a `StreamFollower` from the first stream message on (so a resumed run
+Five files, each fed by a `StreamFollower` from the first stream message on (so a resumed run
 re-reads the store and a restart of NATS loses nothing), one JSON object per line:
 
 * ``judged.jsonl``: every `JudgedTrajectory` (the trajectory with its steps, and the m votes of
   each step with their text), without token ids and log-probs;
 * ``tasks.jsonl``: every `TaskReport` (a closed group: acc, wins, the judge's bad steps);
 * ``pool.jsonl``: every `TaskPoolEvent` (requested, proposed, accepted, rejected, with reasons);
-* ``models.jsonl``: every `ModelVersion` announced (with the sample batches it was trained on).
+* ``models.jsonl``: every `ModelVersion` announced (with the sample batches it was trained on);
+* ``shadow.jsonl``: every `JudgedTrajectory` of a shadow judge (``launcher.shadow_judge``; empty
+  without one), compared with the running judge's by ``rlanything replay RUN_DIR --shadow``.
 
 A line may repeat after a resume (the follower replays the store): readers de-duplicate by id
 (`read_events`).
@@ -35,7 +37,8 @@ __all__ = ["record_events", "read_events", "EVENT_FILES", "to_json"]
 EVENT_FILES = {"judged": ("TRAJ", Subjects.TRAJ_JUDGED, JudgedTrajectory),
                "tasks": ("REPORTS", Subjects.CRITIC_TASK, TaskReport),
                "pool": ("REPORTS", Subjects.ENV_POOL, TaskPoolEvent),
-               "models": ("MODELS", "rla.models.>", ModelVersion)}
+               "models": ("MODELS", "rla.models.>", ModelVersion),
+               "shadow": ("TRAJ", f"{Subjects.TRAJ_SHADOW}.>", JudgedTrajectory)}
 """File stem → (stream, subject, message type)."""
 _DROPPED = {"prompt_token_ids", "response_token_ids", "behaviour_logprobs"}
 
@@ -55,7 +58,7 @@ def to_json(message: Message) -> dict[str, Any]:
 
 
 async def record_events(nc: NATS, run_dir: Path) -> list[asyncio.Task]:
-    """Start following the three subjects into ``run_dir``/events; returns the tasks (cancel them
+    """Start following the subjects of `EVENT_FILES` into ``run_dir``/events; returns the tasks (cancel them
     to stop). Each line is written and flushed as its message arrives."""
     out = run_dir / "events"
     out.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,10 @@ compare, without re-running any rollout.
 
 The trajectories come from the run's event log (``events/judged.jsonl``); each is sent to the
 RewardModel at the given address as the same `JudgeSteps` request the live judges build
-(`services.reward.judges.steps_of`). `compare` (pure) puts the stored and the new votes side by
+(`services.reward.judges.steps_of`). The judge is a running server (``host:port``) or a run config
+whose ``reward:`` section describes it (`services.run.judge_process.local_judge` starts it on a
+private NATS server and stops it afterwards). A run with a shadow judge needs no new judging:
+`shadow_pairs` pairs its stored votes (``events/shadow.jsonl``) with the running judge's. `compare` (pure) puts the stored and the new votes side by
 side, per task family and overall: step accuracy against the oracle labels (sign of S̄ = the
 label; S̄ = 0 is wrong, as in the run's metrics), the share of steps whose votes are identical,
 the agreement of the two judges' signs, outcome accuracy (sign of the mean S̄ over a trajectory's
@@ -26,7 +29,7 @@ from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, Trajectory
 from services.reward.judges import steps_of
 from services.run.recorder import read_events
 
-__all__ = ["StepPair", "compare", "replay_run", "report_markdown"]
+__all__ = ["StepPair", "compare", "replay_run", "shadow_pairs", "report_markdown"]
 
 
 @dataclass(frozen=True)
@@ -109,15 +112,44 @@ def replay_run(run_dir: Path, address: str, votes: int = 0, temperature: float =
                                                                      temperature=temperature), timeout=timeout_s)
             for step, old, new in zip(trajectory.steps, stored, response.judgements):
                 pairs.append(StepPair(trajectory.task.family, trajectory.trajectory_id, _label(step.oracle_label),
-                                      trajectory.outcome, tuple(int(v.get("value", 0)) for v in old.get("votes", [])),
-                                      tuple(v.value for v in new.votes)))
+                                      trajectory.outcome, _votes(old), tuple(v.value for v in new.votes)))
+    return pairs
+
+
+def _votes(judgement: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(int(v.get("value", 0)) for v in judgement.get("votes", []))
+
+
+def shadow_pairs(run_dir: Path) -> list[StepPair]:
+    """The shadow judge's stored votes (``events/shadow.jsonl``) beside the running judge's, step by
+    step, for every trajectory both judged with votes (evaluation rollouts carry none).
+
+    Raises:
+        FileNotFoundError: the run has no ``events/judged.jsonl`` or ``events/shadow.jsonl``.
+    """
+    paths = [run_dir / "events" / f"{stem}.jsonl" for stem in ("judged", "shadow")]
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist (a shadow judge records it: launcher.shadow_judge)")
+    running = {r["trajectory"]["trajectory_id"]: r for r in read_events(paths[0], "trajectory.trajectory_id")}
+    pairs: list[StepPair] = []
+    for record in read_events(paths[1], "trajectory.trajectory_id"):
+        stored = running.get(record["trajectory"]["trajectory_id"])
+        if stored is None:
+            continue
+        t = json_format.ParseDict(record["trajectory"], Trajectory(), ignore_unknown_fields=True)
+        for step, old, new in zip(t.steps, stored.get("judgements", []), record.get("judgements", [])):
+            if old.get("votes") and new.get("votes"):
+                pairs.append(StepPair(t.task.family, t.trajectory_id, _label(step.oracle_label), t.outcome,
+                                      _votes(old), _votes(new)))
     return pairs
 
 
 def report_markdown(figures: dict[str, dict[str, float]], run_dir: Path, address: str) -> str:
-    """The comparison as a markdown table (one row per family, then all)."""
+    """The comparison as a markdown table (one row per family, then all); ``address`` says which
+    judge made the replayed votes."""
     keys = list(next(iter(figures.values())).keys()) if figures else []
-    lines = [f"# Replay of {run_dir.name} against the judge at {address}", "",
+    lines = [f"# Replay of {run_dir.name} against {address}", "",
              "| family | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
     for family in [f for f in figures if f != "all"] + ["all"]:
         lines.append(f"| {family} | " + " | ".join(f"{figures[family][k]:.3g}" for k in keys) + " |")

@@ -53,6 +53,12 @@ def test_the_same_deterministic_judge_reproduces_the_stored_votes(tmp_path: Path
     figures = replay(run_dir, oracle_judge, tmp_path / "replay.md")
     assert figures["steps"] == stored_steps(run_dir) > 0
     assert figures["identical_votes"] == 1.0 and figures["sign_agreement"] == 1.0
+    # the same judge from a config file: started for the command, stopped after it
+    config = tmp_path / "oracle-judge.yaml"
+    config.write_text("reward: {backend: oracle, votes: 3}\n")
+    again = replay(run_dir, str(config), tmp_path / "replay-config.md")
+    assert {k: v for k, v in again.items() if v == v} == {k: v for k, v in figures.items() if v == v}  # NaN != NaN
+    assert "the oracle judge (" in (tmp_path / "replay-config.md").read_text()
 
 
 def test_another_judge_is_compared_step_by_step(two_round_run: Path, tmp_path: Path, oracle_judge: str) -> None:
@@ -64,3 +70,24 @@ def test_another_judge_is_compared_step_by_step(two_round_run: Path, tmp_path: P
     assert 0.0 <= figures["identical_votes"] <= figures["sign_agreement"] <= 1.0
     if figures["labelled_steps"] > 0:
         assert figures["step_accuracy_replayed"] == 1.0  # the oracle votes the labels
+
+
+def test_the_cold_start_judge_from_the_run_config_against_the_trained_one(two_round_run: Path, tmp_path: Path,
+                                                                           tiny_cold: Path) -> None:
+    """``--judge CONFIG`` with the run's own config: its cold-started judge (version 0, cached) judges
+    the trajectories that later versions judged; every stored step is compared."""
+    config = write_config(tmp_path, 2, tiny_cold)
+    out = tmp_path / "replay-v0.md"
+    figures = replay(two_round_run, str(config), out)
+    assert figures["steps"] == stored_steps(two_round_run) > 0
+    assert 0.0 <= figures["identical_votes"] <= figures["sign_agreement"] <= 1.0
+    assert 0.0 <= figures["invalid_vote_rate_replayed"] <= 1.0
+    assert "the llm judge " in out.read_text() and str(config) in out.read_text()
+
+
+def test_a_judge_config_that_does_not_validate_is_refused(two_round_run: Path, tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("reward: {backend: nope}\n")
+    result = subprocess.run([RLANYTHING, "replay", str(two_round_run), "--judge", str(config)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "reward.backend" in result.stderr

@@ -19,6 +19,7 @@ from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, NatsConfig
 from services.common.kv import ProtoBucket
 from services.common.nats_server import NatsServer
+from services.run.recorder import read_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -104,6 +105,44 @@ def test_two_rounds_close_all_three_loops(two_round_run: Path) -> None:
                  "accepted_variants.png", "kl.png"):
         assert (run_dir / name).stat().st_size > 0, name
     assert "| round |" in (run_dir / "report.md").read_text()
+
+
+async def consumer_delivered(store: Path, stream: str, durable: str) -> int:
+    with NatsServer(store_dir=store) as server:
+        bus = await EventBus.connect(NatsConfig(url=server.url), ConsumerConfig(), name="inspect")
+        info = await bus.js.consumer_info(stream, durable)
+        await bus.close()
+    return int(info.delivered.consumer_seq)
+
+
+def test_a_shadow_judge_votes_on_every_trajectory_and_trains_nothing(two_round_run: Path, tmp_path: Path) -> None:
+    run_dir = two_round_run
+    judged = {r["trajectory"]["trajectory_id"]: r for r in read_events(run_dir / "events" / "judged.jsonl",
+                                                                        "trajectory.trajectory_id")}
+    shadow = {r["trajectory"]["trajectory_id"]: r for r in read_events(run_dir / "events" / "shadow.jsonl",
+                                                                        "trajectory.trajectory_id")}
+    rounds = rounds_of(run_dir)
+    assert set(shadow) == set(judged) and len(judged) == sum(r["counts/trajectories"] for r in rounds)
+    voted = 0
+    for tid, record in shadow.items():
+        steps = record["trajectory"]["steps"]
+        assert len(record["judgements"]) == len(steps)
+        if record["trajectory"]["split"] == "train":  # the oracle shadow votes each step's label (none: 0)
+            for step, j in zip(steps, record["judgements"]):
+                want = {"STEP_LABEL_GOOD": 1, "STEP_LABEL_BAD": -1}.get(step.get("oracle_label", ""), 0)
+                assert [int(v.get("value", 0)) for v in j["votes"]] == [want] * 3, tid
+                voted += 1
+    assert voted > 0
+    # nothing trains from it: the critic read each judged trajectory once, and every version trained on
+    # exactly the round's jobs (the two-round test checks the per-round counts)
+    assert asyncio.run(consumer_delivered(run_dir / "nats", "TRAJ", "critic-judged")) == len(judged)
+    for r in rounds:
+        assert r["critic/trajectories"] == r["counts/trajectories"]
+    report = tmp_path / "shadow.md"
+    result = subprocess.run([RLANYTHING, "replay", str(run_dir), "--shadow", "--out", str(report)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "shadow judge" in report.read_text() and "| all |" in report.read_text()
 
 
 def test_resume_after_ctrl_c_mid_round(tmp_path: Path, cold: Path) -> None:

@@ -36,6 +36,10 @@ OVERLAYS: dict[str, Path] = {
     "autoscale": K8S_DIR / "overlays" / "autoscale",
     "openai-judge": K8S_DIR / "overlays" / "openai-judge",
     "monitoring": K8S_DIR / "overlays" / "monitoring",
+    "shadow-judge": K8S_DIR / "overlays" / "shadow-judge",
+    "remote-env": K8S_DIR / "overlays" / "remote-env",
+    "vllm-policy": K8S_DIR / "overlays" / "vllm-policy",
+    "custom-critic": K8S_DIR / "overlays" / "custom-critic",
 }
 """Every kustomization a user can apply, by short name."""
 
@@ -54,6 +58,18 @@ ROLES: dict[str, tuple[str, str | None]] = {
 """Deployment name -> (service module under services/, the `--set` that selects its role)."""
 
 GPU_ROLES = {"policy-rollout", "policy-trainer", "reward-judge", "reward-trainer"}
+
+EXTRA_WORKLOADS: dict[str, dict[str, tuple[str | None, str | None]]] = {
+    "shadow-judge": {"reward-judge-shadow": ("reward", "reward.role=judge")},
+    "remote-env": {"user-env": (None, None)},
+}
+"""Deployments an overlay adds beside ROLES: one of ours (module, role) or the user's own (None)."""
+
+
+def roles_of(overlay: str) -> dict[str, tuple[str, str | None]]:
+    """ROLES plus the overlay's extra Deployments that run one of our services."""
+    extra = {name: (module, role) for name, (module, role) in EXTRA_WORKLOADS.get(overlay, {}).items() if module}
+    return {**ROLES, **extra}
 
 SCALERS = {
     "policy-rollout": ("JOBS", "policy-rollout-workers"),

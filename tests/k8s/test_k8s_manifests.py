@@ -15,6 +15,7 @@ import pytest
 
 from services.common.config import SERVICE_NAMES, RunConfig
 from tests.k8s.kube import (
+    EXTRA_WORKLOADS,
     GPU_ROLES,
     NAMESPACE,
     ROOT,
@@ -31,10 +32,12 @@ from tests.k8s.kube import (
     parse_service_command,
     pod_spec,
     render,
+    roles_of,
 )
 
 ALL = sorted(OVERLAYS)
-GPU_OVERLAYS = ["default", "autoscale", "openai-judge", "monitoring"]
+GPU_OVERLAYS = ["default", "autoscale", "openai-judge", "monitoring", "shadow-judge", "remote-env", "vllm-policy",
+                "custom-critic"]
 SCALABLE = {"env", "policy-rollout", "reward-judge"}
 """Roles whose replica count belongs to `kubectl scale` / KEDA (no `replicas` in the manifest)."""
 SINGLETONS = {"policy-trainer", "reward-trainer", "critic"}
@@ -90,7 +93,7 @@ def _gpus(workload: dict[str, Any]) -> list[tuple[Any, Any]]:
 @pytest.mark.parametrize("overlay", ALL)
 def test_every_role_has_a_deployment_service_and_service_account(overlay: str) -> None:
     manifests = render(overlay)
-    assert {d["metadata"]["name"] for d in manifests.of_kind("Deployment")} == set(ROLES)
+    assert {d["metadata"]["name"] for d in manifests.of_kind("Deployment")} == set(ROLES) | set(EXTRA_WORKLOADS.get(overlay, {}))
     assert [s["metadata"]["name"] for s in manifests.of_kind("StatefulSet")] == ["nats"]
     services = {s["metadata"]["name"] for s in manifests.of_kind("Service")}
     accounts = {a["metadata"]["name"]: a for a in manifests.of_kind("ServiceAccount")}
@@ -127,7 +130,7 @@ def test_service_selectors_match_their_pods_and_ports(overlay: str) -> None:
 @pytest.mark.parametrize("overlay", ALL)
 def test_run_config_in_the_configmap_is_valid(overlay: str) -> None:
     manifests = render(overlay)
-    for name in ROLES:
+    for name in roles_of(overlay):
         config, _, _ = _role_config(manifests, name)  # raises ConfigError with the bad keys
         assert config.nats.url.startswith("nats://")
 
@@ -135,7 +138,7 @@ def test_run_config_in_the_configmap_is_valid(overlay: str) -> None:
 @pytest.mark.parametrize("overlay", ALL)
 def test_commands_select_the_service_and_role(overlay: str) -> None:
     manifests = render(overlay)
-    for name, (module, role) in ROLES.items():
+    for name, (module, role) in roles_of(overlay).items():
         command = parse_service_command(main_container(manifests.deployment(name)))
         assert command.module == module and module in SERVICE_NAMES, f"{name} runs services.{command.module}"
         assert command.config_path == "/etc/rlanything/run.yaml"
@@ -149,7 +152,7 @@ def test_ports_probes_and_nats_url_agree_with_the_run_config(overlay: str) -> No
     nats_service = manifests.get("Service", "nats")
     nats_client_port = {p["name"]: p["port"] for p in nats_service["spec"]["ports"]}["client"]
     auth = manifests.secret_data(_secret_of(manifests, "NATS_PASSWORD"))
-    for name, (module, _) in ROLES.items():
+    for name, (module, _) in roles_of(overlay).items():
         deployment = manifests.deployment(name)
         container = main_container(deployment)
         config, overrides, _ = _role_config(manifests, name)
@@ -187,7 +190,7 @@ def test_ports_probes_and_nats_url_agree_with_the_run_config(overlay: str) -> No
 def test_service_addresses_paths_and_threads_in_the_run_config_fit_the_pods(overlay: str) -> None:
     manifests = render(overlay)
     env_grpc = {p["name"]: p["port"] for p in manifests.get("Service", "env")["spec"]["ports"]}["grpc"]
-    for name, (module, _) in ROLES.items():
+    for name, (module, _) in roles_of(overlay).items():
         deployment = manifests.deployment(name)
         container = main_container(deployment)
         config, _, _ = _role_config(manifests, name)
@@ -258,7 +261,7 @@ def test_nats_config_agrees_with_its_statefulset_and_service(overlay: str) -> No
     # One message limit: the server accepts what every service may send (field bugs, 7).
     number, unit = re.fullmatch(r"(\d+)([KMG]B)?", setting["max_payload"]).groups()
     max_payload = int(number) * {None: 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}[unit]
-    for name in ROLES:
+    for name in roles_of(overlay):
         config, _, _ = _role_config(manifests, name)
         assert config.limits.max_message_bytes <= max_payload, (
             f"{name}: limits.max_message_bytes={config.limits.max_message_bytes} over nats.conf max_payload {max_payload}")
@@ -315,6 +318,7 @@ def test_gpu_requests_only_on_policy_and_reward_pods(overlay: str) -> None:
     manifests = render(overlay)
     with_gpu = {w["metadata"]["name"] for w in manifests.workloads() if _gpus(w)}
     expected = GPU_ROLES - ({"reward-judge"} if overlay == "openai-judge" else set())
+    expected |= {"reward-judge-shadow"} if overlay == "shadow-judge" else set()
     assert with_gpu == expected, f"{overlay}: GPU pods {sorted(with_gpu)}, expected {sorted(expected)}"
     for name in with_gpu:
         workload = manifests.deployment(name)
@@ -355,7 +359,9 @@ def test_checkpoints_volume_is_shared_by_policy_and_reward_pods(overlay: str) ->
                 if claim == "checkpoints":
                     assert m["mountPath"] == "/checkpoints"
                     mounted[workload["metadata"]["name"]] = bool(m.get("readOnly"))
-    assert mounted == {"policy-rollout": True, "reward-judge": True, "policy-trainer": False, "reward-trainer": False}
+    shadow = {"reward-judge-shadow": True} if overlay == "shadow-judge" else {}
+    assert mounted == {"policy-rollout": True, "reward-judge": True, "policy-trainer": False, "reward-trainer": False,
+                       **shadow}
 
 
 @pytest.mark.parametrize("overlay", ALL)
@@ -372,9 +378,11 @@ def test_images_are_set_in_one_place(overlay: str) -> None:
     flavour = {name: "cpu" if "rlanything-cpu" in image else "gpu" if "rlanything-gpu" in image else "other"
                for name, image in images.items()}
     expected_model = "cpu" if overlay == "cpu" else "gpu"
+    users = {"user-env": "other"} if overlay == "remote-env" else {"critic": "other"} if overlay == "custom-critic" else {}
+    shadow = {"reward-judge-shadow": "gpu"} if overlay == "shadow-judge" else {}
     assert flavour == {"nats": "other", "env": "cpu", "critic": "cpu", "ingest": "cpu",
-                       **{name: expected_model for name in GPU_ROLES}}, flavour
-    tags = {image.rpartition(":")[2] for name, image in images.items() if name != "nats"}
+                       **{name: expected_model for name in GPU_ROLES}, **users, **shadow}, flavour
+    tags = {image.rpartition(":")[2] for name, image in images.items() if flavour[name] != "other"}
     assert len(tags) == 1, f"one release tag for every service image, got {tags}"
 
 
@@ -436,6 +444,52 @@ def test_openai_judge_overlay_changes_only_the_judge() -> None:
     assert key_var["valueFrom"]["secretKeyRef"]["name"] == "openai-judge"
     policies = {p["metadata"]["name"] for p in swapped.of_kind("NetworkPolicy")}
     assert policies - {p["metadata"]["name"] for p in default.of_kind("NetworkPolicy")} == {"reward-judge-openai"}
+
+
+def _changed_deployments(overlay: str) -> set[str]:
+    default, swapped = render("default"), render(overlay)
+    return {name for name in ROLES if _strip_hash(swapped.deployment(name)) != _strip_hash(default.deployment(name))}
+
+
+def test_the_shadow_judge_overlay_adds_a_judge_in_shadow_mode_and_changes_nothing_else() -> None:
+    assert _changed_deployments("shadow-judge") == set()
+    manifests = render("shadow-judge")
+    config, _, _ = _role_config(manifests, "reward-judge-shadow")
+    assert (config.reward.role, config.reward.shadow, config.reward.backend) == ("judge", "next", "llm")
+    assert config.reward.model.source.startswith("/checkpoints/")
+    running, _, _ = _role_config(manifests, "reward-judge")
+    assert running.reward.shadow == ""  # the running judge is the default's
+    pod = manifests.deployment("reward-judge-shadow")["spec"]["template"]["metadata"]["labels"]
+    (policy,) = [p for p in manifests.of_kind("NetworkPolicy") if p["metadata"]["name"] == "reward-judge-shadow"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app": pod["app"]} == {"app": "reward-judge-shadow"}
+
+
+def test_the_remote_env_overlay_points_the_env_at_the_users_server() -> None:
+    assert _changed_deployments("remote-env") == {"env"}
+    manifests = render("remote-env")
+    config, _, _ = _role_config(manifests, "env")
+    (family,) = config.env.families
+    host, _, port = family.address.rpartition(":")
+    service_ports = {p["name"]: p["port"] for p in manifests.get("Service", host)["spec"]["ports"]}
+    assert family.type == "remote" and int(port) == service_ports["grpc"]
+    egress = [p for p in manifests.of_kind("NetworkPolicy") if p["spec"]["podSelector"].get("matchLabels") == {"app": "env"}
+              and any(t.get("podSelector", {}).get("matchLabels") == {"app": host}
+                      for rule in p["spec"].get("egress", []) for t in rule["to"])]
+    assert egress, "the env pods may not reach the user's server"
+
+
+def test_the_vllm_policy_overlay_swaps_only_the_rollout_backend() -> None:
+    assert _changed_deployments("vllm-policy") == {"policy-rollout"}
+    config, _, _ = _role_config(render("vllm-policy"), "policy-rollout")
+    assert config.policy.model.backend == "vllm" and config.policy.role == "rollout"
+
+
+def test_the_custom_critic_overlay_swaps_only_the_critics_image() -> None:
+    assert _changed_deployments("custom-critic") == {"critic"}
+    default, swapped = render("default").deployment("critic"), render("custom-critic").deployment("critic")
+    assert main_container(swapped)["image"] != main_container(default)["image"]
+    main_container(swapped)["image"] = main_container(default)["image"]
+    assert _strip_hash(swapped) == _strip_hash(default)
 
 
 def _strip_hash(obj: Any) -> Any:

@@ -28,7 +28,9 @@ PART_OF = {"app.kubernetes.io/part-of": "rlanything"}
 def _expected_in_namespace(src: str, dst: str, port: int) -> bool:
     """The pod-to-pod flows of the architecture (README) inside the namespace."""
     if dst == "nats":
-        return port == 4222 and src in ROLES  # every service -> the event bus
+        return port == 4222 and (src in ROLES or src == "reward-judge-shadow")  # every service -> the event bus
+    if dst == "user-env":
+        return port == 50071 and src == "env"  # overlays/remote-env: the user's Environment server
     if dst == "env":
         return port == 50051 and src == "policy-rollout"  # Reset/Step/Close
     return False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -42,3 +42,7 @@ class LauncherConfig(StrictModel):
                                      "valid \\boxed{i} for invalid_answer_patience rounds in a row (1 = never).")
     invalid_answer_patience: int = Field(2, ge=1, description="Consecutive rounds above max_invalid_answer_rate.")
     restart: RestartConfig = Field(default_factory=RestartConfig)
+    shadow_judge: dict[str, Any] = Field(
+        default_factory=dict,
+        description="A shadow judge started beside the running one: `reward:` overrides with at least `shadow` "
+                    "(its name), e.g. {shadow: oracle, backend: oracle}; role is 'judge'. {} = none.")

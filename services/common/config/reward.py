@@ -56,12 +56,21 @@ class RewardServiceConfig(ServiceConfig):
     judged_bucket: str = Field(
         "reward_judged", pattern=r"^[A-Za-z0-9_-]+$",
         description="JetStream KV bucket of judged trajectory ids (a redelivery after the dedup window is skipped).")
+    shadow: str = Field(
+        "", pattern=r"^[A-Za-z0-9_-]{0,32}$",
+        description="Shadow mode: this judge's name. It judges every trajectory beside the running judge and "
+                    "publishes on rla.traj.shadow.<name> (live: rla.traj.live.shadow.<tenant>.<episode>.<name>); "
+                    "nothing trains from its votes. Needs role 'judge'; '' = the running judge.")
 
     @model_validator(mode="after")
     def _backend_and_model_agree(self) -> "RewardServiceConfig":
-        """Reject an openai judge without a URL, and an llm judge that could not be trained (no token ids)."""
+        """Reject an openai judge without a URL, an llm judge that could not be trained (no token ids), and a
+        shadow judge that would train."""
         if self.backend == "openai" and not self.model.openai_base_url:
             raise ValueError("backend 'openai' needs model.openai_base_url (the server's /v1 URL)")
+        if self.shadow and self.role != "judge":
+            raise ValueError(f"reward.shadow={self.shadow!r} needs reward.role 'judge' (got {self.role!r}): a shadow "
+                             "judge never trains")
         if self.backend == "llm" and self.model.backend == "openai":
             raise ValueError("model.backend 'openai' returns no token ids to train on; use backend: openai "
                              "(a frozen external judge) instead")

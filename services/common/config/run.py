@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from services.common.config.base import ConsumerConfig, LimitsConfig, LoopConfig, NatsConfig, StrictModel
 from services.common.config.critic import CriticServiceConfig
@@ -42,6 +42,36 @@ class RunConfig(StrictModel):
     ingest: IngestServiceConfig = Field(default_factory=IngestServiceConfig)
     launcher: LauncherConfig = Field(default_factory=LauncherConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @model_validator(mode="after")
+    def _shadow_judge_is_a_judge(self) -> "RunConfig":
+        """``launcher.shadow_judge`` must name the shadow and make a valid reward config."""
+        if self.launcher.shadow_judge:
+            if not self.launcher.shadow_judge.get("shadow"):
+                raise ValueError("launcher.shadow_judge needs 'shadow' (the shadow judge's name), got "
+                                 f"{self.launcher.shadow_judge!r}")
+            self.shadow_reward()
+        return self
+
+    def shadow_reward(self) -> RewardServiceConfig:
+        """The shadow judge's `reward:` section: this run's, with ``launcher.shadow_judge`` over it
+        and role ``judge`` (its own ports: 0 = free ones).
+
+        Raises:
+            pydantic.ValidationError: the overrides make no valid reward config.
+        """
+        data = _merged(self.reward.model_dump(mode="json"), self.launcher.shadow_judge)
+        data["role"] = "judge"
+        data["server"] = {**data["server"], "grpc_port": 0, "metrics_port": 0}
+        return RewardServiceConfig.model_validate(data)
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` on top, nested mappings merged key by key (pure)."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
