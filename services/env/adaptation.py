@@ -1,5 +1,10 @@
 """Loop 3 shell: act on the critic's task reports — request, propose, validate, accept or reject.
 
+Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``) get
+their variants from a `ModelProposer` instead of a knob move: the model's JSON must parse, build and
+pass the family's verifier before the candidate is pending; the acceptance rule then decides as
+for any candidate.
+
 Every decision is published on `rla.env.pool` as a `TaskPoolEvent` with its reason and counted
 in Prometheus. Handlers are idempotent: a redelivered report finds its effect already in the
 pool (the pending candidate records the job that asked for it) and publishes the same event ids.
@@ -19,17 +24,19 @@ from rlanything.v1.events_pb2 import (DIRECTION_EASIER, DIRECTION_HARDER, DIRECT
 from services.common.algo.direction import direction_for
 from services.common.bus import Delivery, EventBus
 from services.common.config import AdaptationConfig
-from services.common.errors import InvalidEventError
+from services.common.errors import InvalidArgumentError, InvalidEventError
 from services.common.streams import Subjects
 from services.env.acceptance import VariantGate, live_verdict
 from services.env.pool import TaskPool, spec_of
 from services.env.proposer import Proposer, moves_difficulty
 from services.env.slots import ref_of
+from services.env.text_variants import TextTask, VariantError, check_variant
 
 __all__ = ["Adaptation", "POOL_DECISIONS"]
 
 if TYPE_CHECKING:
     from services.env.live_tasks import LiveTasks
+    from services.env.model_proposer import ModelProposer
 
 log = logging.getLogger("rlanything.env.adaptation")
 POOL_DECISIONS = Counter("rla_env_pool_decisions_total", "Task-pool decisions by kind and direction.",
@@ -41,9 +48,13 @@ class Adaptation:
     """Handles `TaskReport` events for the env service."""
 
     def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig,
-                 live: "LiveTasks | None" = None) -> None:
+                 live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None,
+                 written_families: frozenset[str] = frozenset()) -> None:
         self.pool = pool
         self.live = live
+        self.writer = writer
+        """The model proposer of the families in ``written_families`` (None: no family uses one)."""
+        self.written_families = written_families
         self.bus = bus
         self.proposer = proposer
         self.cfg = cfg
@@ -73,12 +84,20 @@ class Adaptation:
         await self._propose(report, slot, direction)
 
     async def _live(self, report: TaskReport, slot) -> None:
-        """A live task: its candidate rollouts admit or drop it; once admitted it only records
-        its acc (its one knob, the hint, is spent on admission)."""
+        """A live task: its candidate rollouts admit or drop it; once admitted it records its acc and,
+        with the model proposer, gets harder/easier variants written by the model."""
+        if slot.split != "live_pending" and report.is_candidate:
+            await self._resolve(report, slot)  # a model-written variant's own rollouts
+            return
         if slot.active.version != report.task.version:
             return  # a redelivered report of an earlier version
         if not report.is_candidate or slot.split != "live_pending":
             await self.pool.record_acc(slot.slot_id, report.acc, report.round)
+            if (self.writer is not None and "live" in self.written_families and self.cfg.enabled
+                    and slot.split == "train" and not slot.HasField("pending")):
+                direction = direction_for(report.acc, self.cfg.harder_at, self.cfg.easier_at)
+                if direction != DIRECTION_UNSPECIFIED:
+                    await self._write_variant(report, slot, direction)
             return
         heldout = self.live.heldout(slot) if self.live else False
         has_hint = self.live.has_hint(slot) if self.live else False
@@ -92,6 +111,45 @@ class Adaptation:
         await self._publish(report, kind, DIRECTION_EASIER if verdict.hint is not None else DIRECTION_UNSPECIFIED,
                             new_slot, new_slot.active if verdict.hint is not None else None, verdict.reason,
                             acc_new=report.acc)
+
+    async def _write_variant(self, report: TaskReport, slot, direction: int) -> None:
+        """Ask the model for a variant of a live task; refuse it (with the reason) unless it parses,
+        builds and passes the family's verifier; else make it the slot's pending candidate."""
+        assert self.writer is not None and self.live is not None
+        await self._publish(report, _KIND.KIND_REQUESTED, direction, slot, None,
+                            f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
+        parent = self.live.content(slot)
+        if parent is None:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                "model proposer: the parent task's content is not loaded here", acc_prev=report.acc)
+            return
+        failed = [a for b in report.bad_steps for a in b.actions]
+        text = TextTask(parent.prompt, parent.reference, parent.hint)
+        try:
+            variant = await self.writer.write(text, direction, report.acc, failed)
+            check_variant(text, variant)
+            seed, digest = await self.live.add_variant(parent, variant.prompt, variant.reference, variant.hint)
+            knobs = {"hint": 0.0}
+            plan = await asyncio.to_thread(self.pool.check_candidate, spec_of(slot.family, TaskVersion(
+                knobs=knobs, seed=seed)))
+        except (VariantError, InvalidArgumentError) as exc:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                f"model proposer ({self.writer.name}): {exc}", acc_prev=report.acc)
+            return
+        if plan is None:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                f"model proposer ({self.writer.name}): the variant has no winning answer",
+                                acc_prev=report.acc)
+            return
+        metadata = {**slot.active.metadata, "candidate_id": digest, "written_by": self.writer.name}
+        candidate = TaskVersion(knobs=knobs, seed=seed, oracle_plan_length=plan, parent_version=slot.active.version,
+                                created_round=report.round, parent_acc=report.acc, direction=direction,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+                                created_from_job=report.job_id, metadata=metadata)
+        new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
+        side = "harder" if direction == DIRECTION_HARDER else "easier"
+        await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
+                            f"model proposer ({self.writer.name}): {side} variant {digest[:12]}: "
+                            f"{variant.prompt[:80]!r} -> {variant.reference!r}", acc_prev=report.acc)
 
     async def _resolve(self, report: TaskReport, slot) -> None:
         if not slot.HasField("pending") or slot.pending.version != report.task.version:
@@ -126,7 +184,8 @@ class Adaptation:
             if plan is None:
                 why = "no winning plan (the oracle cannot solve it)"
                 continue
-            if moves_difficulty(direction, parent_plan, plan) and not (proposal.reseed and plan == parent_plan):
+            if proposal.same_task or (moves_difficulty(direction, parent_plan, plan)
+                                      and not (proposal.reseed and plan == parent_plan)):
                 break
             why = f"oracle plan {plan} steps does not move from the parent's {parent_plan} in {tries} tries"
             plan = None

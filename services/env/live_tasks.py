@@ -11,6 +11,7 @@ from the bucket, so any replica can serve any live task.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 
@@ -98,6 +99,23 @@ class LiveTasks:
             outcome = "duplicate"  # the slot exists: the same failure was seen before
         LIVE_CANDIDATES.labels(outcome).inc()
         log.info("live task candidate", extra={"slot_id": slot_id, "outcome": outcome, "tenant": c.tenant})
+
+    async def add_variant(self, parent: LiveTask, prompt: str, reference: str, hint: str = "") -> tuple[int, str]:
+        """Store a model-written variant of ``parent`` (same tenant and task type) like a candidate:
+        in the bucket under its content hash (once) and in the mirror; returns (seed, content hash)."""
+        digest = hashlib.sha256("\n".join(["variant", parent.tenant, parent.task_type, prompt, reference, hint])
+                                .encode()).hexdigest()
+        c = LiveTaskCandidate(tenant=parent.tenant, candidate_id=digest, task_type=parent.task_type, prompt=prompt,
+                              reference=reference, hint=hint, source_trajectory_id=f"variant-of/{parent.candidate_id}")
+        try:
+            await self.kv.create(digest, c.SerializeToString())
+        except KeyWrongLastSequenceError:
+            pass  # the same variant was written before
+        return self.family.add(_task(c)), digest
+
+    def content(self, slot: TaskSlot) -> LiveTask | None:
+        """The active version's task content (None when this process has not loaded it)."""
+        return self.family.tasks.get(int(slot.active.seed))
 
     def heldout(self, slot: TaskSlot) -> bool:
         """Is this live slot one of the held-out ones?"""

@@ -38,6 +38,9 @@ class Proposal:
     note: str
     reseed: bool = False
     """Same knobs, another task: its difficulty must move strictly (an equal plan is no easier)."""
+    same_task: bool = False
+    """The same task with a `Knob.same_task` knob moved: the knob alone moves the difficulty (the
+    oracle plan does not change, so it is not asked to)."""
 
 
 def bad_step_share(report: TaskReport, plan_length: int) -> float:
@@ -76,9 +79,11 @@ class ParametricProposer(Proposer):
     1.0, both out of the band and rejected.
     """
 
-    def __init__(self, bad_step_threshold: float = 0.3, reseed_tries: int = 0) -> None:
+    def __init__(self, bad_step_threshold: float = 0.3, reseed_tries: int = 0, same_task_first: bool = False) -> None:
         self.bad_step_threshold = bad_step_threshold
         self.reseed_tries = reseed_tries
+        self.same_task_first = same_task_first
+        """Try the family's `Knob.same_task` knobs (e.g. gym_text's slip) before its preference order."""
 
     def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
                 plan_length: int, attempt: int, try_index: int = 0) -> Proposal | None:
@@ -93,12 +98,24 @@ class ParametricProposer(Proposer):
             return Proposal(TaskSpec(parent.family, dict(parent.knobs), seed), note, reseed=True)
         try_index -= self.reseed_tries if plan_length > 0 else 0
         order = family.knob_preference(harder, share)
-        shift = try_index % max(1, len(order))
+        if self.same_task_first:
+            same = [k.name for k in family.knobs if k.same_task]
+            order = same + [name for name in order if name not in same]
+            shift = 0 if any(family.move_knob(parent.knobs, name, harder) for name in same) else try_index
+        else:
+            shift = try_index
+        shift %= max(1, len(order))
         for name in order[shift:] + order[:shift]:
             knobs = family.move_knob(parent.knobs, name, harder)
             if knobs is None:
                 continue
-            note = (f"{'harder' if harder else 'easier'}: {name} {parent.knobs[name]:g} -> {knobs[name]:g}, "
+            knob = next(k for k in family.knobs if k.name == name)
+            before = parent.knobs.get(name, knob.default if knob.default is not None else knob.low)
+            if knob.same_task:
+                note = (f"{'harder' if harder else 'easier'}: {name} {before:g} -> {knobs[name]:g} on the same task "
+                        f"(seed {parent.seed}; bad-step share {share:.2f})")
+                return Proposal(TaskSpec(parent.family, knobs, parent.seed), note, same_task=True)
+            note = (f"{'harder' if harder else 'easier'}: {name} {before:g} -> {knobs[name]:g}, "
                     f"seed {seed} (bad-step share {share:.2f})")
             return Proposal(TaskSpec(parent.family, knobs, seed), note)
         return None

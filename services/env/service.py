@@ -23,6 +23,7 @@ from services.env.families.live import LiveFamily
 from services.env.grpc_service import SERVICE_NAME, EnvironmentServicer
 from services.env.live_tasks import LiveTasks
 from services.env.pool import TaskPool
+from services.env.model_proposer import ModelProposer
 from services.env.proposer import ParametricProposer
 from services.env.scheduler import Scheduler
 from services.env.sessions import SessionStore
@@ -55,9 +56,12 @@ class EnvService(Service):
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
             self.log.info("live tasks loaded", extra={"tasks": loaded})
+        written = frozenset(f.type for f in self.cfg.families if f.proposer == "model")
+        writer = ModelProposer(self.cfg.adaptation.model_proposer) if written else None
         self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold,
-                                                                        self.cfg.adaptation.reseed_tries),
-                                     self.cfg.adaptation, self.live)
+                                                                        self.cfg.adaptation.reseed_tries,
+                                                                        self.cfg.adaptation.same_task_first),
+                                     self.cfg.adaptation, self.live, writer, written)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 

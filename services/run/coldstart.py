@@ -23,8 +23,9 @@ def config_hash(*parts: object) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-_POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs"}
-"""Family fields that size the task pool but never change what the cold start learns from."""
+_POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs", "proposer"}
+"""Family fields that size the task pool or pick its proposer but never change what the cold start
+learns from."""
 
 
 def _family_key(fam_cfg: FamilyConfig) -> dict:

@@ -98,3 +98,13 @@ def test_overrides_reach_list_entries_by_index() -> None:
         apply_overrides(data, ["env.families.3.observation=window"])
     with pytest.raises(ConfigError, match="is a list"):
         apply_overrides(data, ["env.families.0=x"])
+
+
+def test_the_model_proposer_needs_a_text_family_and_a_server() -> None:
+    with pytest.raises(ConfigError, match="proposer 'model' writes text tasks: family type 'gym_text'"):
+        load_config(None, ["env.families=[{type: gym_text, knobs: {size: 4, hole_prob: 0.2}, proposer: model}]"])
+    with pytest.raises(ConfigError, match="set env.adaptation.model_proposer.base_url"):
+        load_config(None, ["env.families=[{type: live, knobs: {hint: 0}, proposer: model}]"])
+    config = load_config(None, ["env.families=[{type: live, knobs: {hint: 0}, proposer: model}]",
+                                "env.adaptation.model_proposer.base_url=http://127.0.0.1:8000/v1"])
+    assert config.env.families[0].proposer == "model"

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from services.common.config.base import ServiceConfig, StrictModel
 
-__all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "EnvServiceConfig"]
+__all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "ModelProposerConfig", "EnvServiceConfig", "TEXT_FAMILIES"]
 
 
 class FamilyConfig(StrictModel):
@@ -33,6 +33,10 @@ class FamilyConfig(StrictModel):
     observation: Literal["map", "window"] = Field(
         "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
                            "agent plus the goal's offset (a tiny model learns from it; see the README).")
+    proposer: Literal["parametric", "model"] = Field(
+        "parametric", description="Who writes this family's variants: 'parametric' moves a difficulty knob; 'model' "
+                                  "(text families: live) asks the OpenAI-compatible model of "
+                                  "env.adaptation.model_proposer to write one as JSON.")
 
     @model_validator(mode="after")
     def _gymnasium_needs_an_id(self) -> "FamilyConfig":
@@ -40,6 +44,9 @@ class FamilyConfig(StrictModel):
             raise ValueError("type gymnasium needs env_id (a registered Gymnasium id, e.g. Taxi-v4)")
         if self.type == "remote" and not self.address:
             raise ValueError("type remote needs address (host:port of your Environment server)")
+        if self.proposer == "model" and self.type not in TEXT_FAMILIES:
+            raise ValueError(f"proposer 'model' writes text tasks: family type {self.type!r} has none "
+                             f"(text families: {', '.join(sorted(TEXT_FAMILIES))})")
         return self
 
 
@@ -74,6 +81,23 @@ class SchedulerConfig(StrictModel):
     eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")
 
 
+TEXT_FAMILIES = frozenset({"live"})
+"""Family types whose tasks are text a model can rewrite (`proposer: model`)."""
+
+
+class ModelProposerConfig(StrictModel):
+    """The model that writes text-task variants (the paper's environment model): any
+    OpenAI-compatible chat-completions server, e.g. the policy's own /v1 endpoint or a vLLM server."""
+
+    base_url: str = Field("", description="The server's /v1 URL ('' = none: no family may use proposer 'model').")
+    model: str = Field("", description="The model name to request.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key ('EMPTY' if unset).")
+    temperature: float = Field(0.7, ge=0, le=2, description="Sampling temperature of the variant.")
+    max_tokens: int = Field(400, ge=16, le=8192, description="Tokens of the model's answer (one JSON object).")
+    timeout_s: float = Field(60.0, gt=0, description="Seconds per request.")
+    max_failed_answers: int = Field(3, ge=0, le=16, description="Answers the judge called bad shown to the model.")
+
+
 class AdaptationConfig(StrictModel):
     """Loop 3: harder/easier variants from the critic's task reports."""
 
@@ -92,6 +116,10 @@ class AdaptationConfig(StrictModel):
         0, ge=0, le=64, description="The first this many of variant_tries keep the knobs and draw another task whose "
                                     "oracle plan is strictly longer (harder) or shorter (easier): a smaller step than "
                                     "a knob move (0 = knob moves only).")
+    model_proposer: ModelProposerConfig = Field(default_factory=ModelProposerConfig)
+    same_task_first: bool = Field(
+        False, description="Move a family's same-task knobs first (gym_text: slip, on the same map) and the others "
+                           "only at their bounds: difficulty moves by a small step instead of a new task.")
 
 
 class EnvServiceConfig(ServiceConfig):
@@ -108,6 +136,15 @@ class EnvServiceConfig(ServiceConfig):
     max_sessions: int = Field(4096, ge=1, description="Open sessions at most (oldest idle ones expire first).")
     cache_dir: str = Field(".cache/env", description="Where generated games are cached (by knobs and seed).")
     pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")
+    @model_validator(mode="after")
+    def _model_proposer_has_a_server(self) -> "EnvServiceConfig":
+        """A family with ``proposer: model`` needs ``adaptation.model_proposer.base_url``."""
+        users = [f.type for f in self.families if f.proposer == "model"]
+        if users and not self.adaptation.model_proposer.base_url:
+            raise ValueError(f"families {users} use proposer 'model': set env.adaptation.model_proposer.base_url "
+                             "(an OpenAI-compatible /v1 URL)")
+        return self
+
     live_heldout_every: int = Field(
         10, ge=0, description="Family 'live': every n-th admitted real failure (by content hash) is held out, never "
                               "trained on, and measures whether failures get fixed (policy/success_live_heldout); "

@@ -86,6 +86,11 @@ class Knob:
     harder_is_higher: bool = True
     integer: bool = True
     description: str = field(default="", compare=False)
+    default: float | None = None
+    """The value of a task that does not set the knob (None: every task must set it)."""
+    same_task: bool = False
+    """Moving it keeps the task itself (same seed, e.g. the same map with other dynamics), so its
+    difficulty moves with the knob alone; other knobs make a new task (a new seed)."""
 
 
 class TaskFamily(ABC):
@@ -125,6 +130,8 @@ class TaskFamily(ABC):
             raise InvalidArgumentError(f"{self.name}: unknown knob(s) {sorted(unknown)}; knobs are {sorted(names)}")
         for knob in self.knobs:
             if knob.name not in spec.knobs:
+                if knob.default is not None:
+                    continue
                 raise InvalidArgumentError(f"{self.name}: knob {knob.name!r} is missing")
             value = spec.knobs[knob.name]
             if not knob.low <= value <= knob.high:
@@ -157,7 +164,7 @@ class TaskFamily(ABC):
         """``knobs`` with knob ``name`` moved one step harder or easier; None at its bound."""
         knob = next(k for k in self.knobs if k.name == name)
         sign = 1.0 if harder == knob.harder_is_higher else -1.0
-        value = knobs[name] + sign * knob.step
+        value = knobs.get(name, knob.default if knob.default is not None else knob.low) + sign * knob.step
         value = round(value) if knob.integer else round(value, 4)
         if not knob.low <= value <= knob.high:
             return None

@@ -1,9 +1,13 @@
 """`gym_text`: Gymnasium toy-text FrozenLake rendered as text, with a shortest-path oracle.
 
 The map comes from Gymnasium's own generator (`generate_random_map`, which only returns maps
-with a path from S to G) and the dynamics from `FrozenLake-v1` (deterministic:
-``is_slippery=False``). Knobs: ``size`` (the map is size×size) and ``hole_prob`` (chance that a
-tile is a hole). The observation is one of two views (``FamilyConfig.observation``):
+with a path from S to G) and the dynamics from `FrozenLake-v1`. Knobs: ``size`` (the map is
+size×size), ``hole_prob`` (chance that a tile is a hole) and ``slip`` (optional, default 0:
+deterministic): the chance that a move goes to one of the two perpendicular directions instead,
+Gymnasium's ``is_slippery`` with ``success_rate = 1 − slip``. ``slip`` is a `Knob.same_task` knob:
+a variant with more slip is the same map, harder by the knob alone and by a small step, where a
+new map of another size or hole density lands far from its parent for a near-deterministic
+policy (measured: 4×4 → 5×5 took candidates from acc 0.88 to 0.13). The observation is one of two views (``FamilyConfig.observation``):
 
 * ``map``: the whole map, one row per line, the agent's tile shown as ``A``;
 * ``window``: the 5×5 tiles around the agent (``#`` off the map) plus the goal's offset
@@ -62,6 +66,12 @@ def shortest_path(desc: list[str], row: int, col: int) -> list[str] | None:
     return None
 
 
+def _direction(before: tuple[int, int], after: tuple[int, int]) -> str:
+    """The action name of a one-tile move from ``before`` to ``after`` (row, col); '' for none."""
+    delta = (after[0] - before[0], after[1] - before[1])
+    return next((ACTIONS[a] for a, d in _MOVES.items() if d == delta), "")
+
+
 def render_map(desc: list[str], row: int, col: int) -> str:
     """The map as text, one row per line, with the agent's tile shown as 'A'."""
     lines = []
@@ -114,12 +124,15 @@ class FrozenLakeEpisode(Episode):
     ``view`` is ``map`` (the whole map) or ``window`` (5×5 around the agent + the goal's offset).
     """
 
-    def __init__(self, desc: list[str], episode_seed: int, view: str = "map") -> None:
+    def __init__(self, desc: list[str], episode_seed: int, view: str = "map", slip: float = 0.0) -> None:
         if view not in VIEWS:
             raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
+        if not 0.0 <= slip < 1.0:
+            raise ValueError(f"slip must be in [0, 1), got {slip}")
         self.view = view
         self.desc = desc
-        self.env = gym.make("FrozenLake-v1", desc=desc, is_slippery=False)
+        self.env = (gym.make("FrozenLake-v1", desc=desc, is_slippery=True, success_rate=1.0 - slip) if slip > 0
+                    else gym.make("FrozenLake-v1", desc=desc, is_slippery=False))
         state, _ = self.env.reset(seed=episode_seed)
         self.state = int(state)
         self.n = len(desc[0])
@@ -145,6 +158,7 @@ class FrozenLakeEpisode(Episode):
             return StepResult(self.observation, self.admissible_actions, 0.0, False, False, self._plan_length())
         state, reward, terminated, _truncated, _info = self.env.step(ACTIONS.index(name))
         moved = int(state) != self.state
+        went = _direction(divmod(self.state, self.n), divmod(int(state), self.n))
         self.state = int(state)
         row, col = divmod(self.state, self.n)
         tile = self.desc[row][col]
@@ -154,7 +168,9 @@ class FrozenLakeEpisode(Episode):
         elif tile == "H":
             event = "You fell into a hole."
         else:
-            event = f"You moved {name}." if moved else f"You bumped into the edge moving {name}."
+            event = (f"You moved {name}." if moved and went == name else
+                     f"You slipped: you tried to move {name} and moved {went}." if moved else
+                     f"You bumped into the edge moving {name}.")
         self.observation = self._describe(event)
         self.admissible_actions = () if terminated else ACTIONS
         return StepResult(self.observation, self.admissible_actions, float(reward), bool(terminated), won,
@@ -176,13 +192,15 @@ class FrozenLakeEpisode(Episode):
 
 
 class FrozenLakeFamily(TaskFamily):
-    """FrozenLake maps of configurable size and hole probability (Gymnasium toy-text)."""
+    """FrozenLake maps of configurable size, hole probability and slip (Gymnasium toy-text)."""
 
     name = "gym_text"
     library = "gymnasium"
     knobs = (
         Knob("size", 3, 8, 1, description="The map is size × size tiles."),
         Knob("hole_prob", 0.0, 0.5, 0.05, integer=False, description="Chance that a tile is a hole."),
+        Knob("slip", 0.0, 0.6, 0.1, integer=False, default=0.0, same_task=True,
+             description="Chance that a move slips to a perpendicular direction (same map)."),
     )
     max_steps = 20
 
@@ -198,13 +216,14 @@ class FrozenLakeFamily(TaskFamily):
         return list(generate_random_map(size=size, p=1.0 - float(spec.knobs["hole_prob"]), seed=spec.seed))
 
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> FrozenLakeEpisode:
-        """A new episode on the task's map (FrozenLake is deterministic: the seed changes nothing)."""
-        return FrozenLakeEpisode(self.map_for(spec), episode_seed, self.view)
+        """A new episode on the task's map; ``episode_seed`` draws the slips (none at slip 0)."""
+        return FrozenLakeEpisode(self.map_for(spec), episode_seed, self.view, float(spec.knobs.get("slip", 0.0)))
 
     def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
         """Which knob to move first, from the RM's bad-step share in failed rollouts.
 
-        Many bad steps (≥ 0.3) mean the agent walks into holes or away from the goal: the
+        ``slip`` is not in it: the proposer moves it first only with
+        ``env.adaptation.same_task_first`` (`ParametricProposer`). Many bad steps (≥ 0.3) mean the agent walks into holes or away from the goal: the
         holes are the problem, so an easier variant lowers ``hole_prob`` first, and a harder one
         grows ``size`` (longer walks) instead of adding more traps. Few bad steps: the reverse.
         """

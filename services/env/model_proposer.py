@@ -1,0 +1,48 @@
+"""The model proposer's I/O shell: asks an OpenAI-compatible chat-completions server (the policy's
+own /v1 endpoint, vLLM, any hosted model) to write a variant of a text task; the request, parsing
+and checks are pure (`services.env.text_variants`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import openai
+
+from services.common.config.env import ModelProposerConfig
+from services.env.text_variants import TextTask, VariantError, parse_variant, variant_messages
+
+__all__ = ["ModelProposer"]
+
+
+class ModelProposer:
+    """Writes one variant per call with ``cfg.model`` at ``cfg.base_url``."""
+
+    def __init__(self, cfg: ModelProposerConfig) -> None:
+        self.cfg = cfg
+        self.client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env, "EMPTY"),
+                                         timeout=cfg.timeout_s, max_retries=1)
+
+    @property
+    def name(self) -> str:
+        """``model:<name>`` (what the candidate's metadata records as its author)."""
+        return f"model:{self.cfg.model or 'default'}"
+
+    async def write(self, parent: TextTask, direction: int, acc: float,
+                    failed_answers: Sequence[str] = ()) -> TextTask:
+        """The model's variant of ``parent`` (not yet checked: `text_variants.check_variant`).
+
+        Raises:
+            VariantError: the server failed or refused, or its answer is no valid variant (the
+                message is the reason recorded on ``rla.env.pool``).
+        """
+        messages = variant_messages(parent, direction, acc, list(failed_answers)[: self.cfg.max_failed_answers])
+        try:
+            response = await self.client.chat.completions.create(
+                model=self.cfg.model, messages=messages,  # type: ignore[arg-type]  # plain role/content dicts
+                temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens)
+        except openai.OpenAIError as exc:
+            raise VariantError(f"the model at {self.cfg.base_url} failed: {type(exc).__name__}: {exc}") from None
+        if not response.choices:
+            raise VariantError(f"the model at {self.cfg.base_url} returned no choice")
+        return parse_variant(response.choices[0].message.content or "")
