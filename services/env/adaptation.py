@@ -173,7 +173,8 @@ class Adaptation:
         plan, proposal, why = None, None, ""
         for attempt in range(tries):  # new seeds until the plan moves the asked way (difficulty really moves)
             proposal = self.proposer.propose(family, parent, direction, report, parent_plan,
-                                             attempt=slot.next_version * tries + attempt, try_index=attempt)
+                                             attempt=slot.next_version * tries + attempt, try_index=attempt,
+                                             rejected=slot.rejected)
             if proposal is None:
                 break
             try:

@@ -8,11 +8,12 @@ LLM rewriting the task) implements the same `Proposer` interface.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rlanything.v1.events_pb2 import DIRECTION_HARDER, TaskReport
 
-from services.env.families.base import TaskFamily, TaskSpec
+from services.env.families.base import Knob, TaskFamily, TaskSpec
 
 __all__ = ["Proposal", "Proposer", "ParametricProposer", "bad_step_share", "moves_difficulty"]
 
@@ -60,13 +61,22 @@ class Proposer(ABC):
 
     @abstractmethod
     def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
-                plan_length: int, attempt: int, try_index: int = 0) -> Proposal | None:
+                plan_length: int, attempt: int, try_index: int = 0, rejected: int = 0) -> Proposal | None:
         """A candidate, or None when no variant can be made (every knob at its bound).
 
         ``attempt`` differs for each proposal of a slot, so a rejected candidate is not proposed
         again identically. ``try_index`` counts the tries of one proposal (0, 1, ...) when the
-        previous try did not move the difficulty the asked way (`moves_difficulty`).
+        previous try did not move the difficulty the asked way (`moves_difficulty`). ``rejected``
+        is how many of the slot's candidates were rejected so far.
         """
+
+
+def _returns_to_default(knob: Knob, knobs: Mapping[str, float], harder: bool) -> bool:
+    """Does moving ``knob`` the asked way bring it back toward its default (undo an earlier move)?"""
+    default = knob.default if knob.default is not None else knob.low
+    value = knobs.get(knob.name, default)
+    up = harder == knob.harder_is_higher
+    return value > default if not up else value < default
 
 
 class ParametricProposer(Proposer):
@@ -86,9 +96,11 @@ class ParametricProposer(Proposer):
         """Try the family's `Knob.same_task` knobs (e.g. gym_text's slip) before its preference order."""
 
     def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
-                plan_length: int, attempt: int, try_index: int = 0) -> Proposal | None:
+                plan_length: int, attempt: int, try_index: int = 0, rejected: int = 0) -> Proposal | None:
         """Odd tries (after the reseeds) start from the next knob in the preference order (a 4×4 map
-        with one more hole rarely has a longer plan; a 5×5 one always does)."""
+        with one more hole rarely has a longer plan; a 5×5 one always does). A same-task knob
+        moves ``1 + rejected % 3`` steps: the same variant again after a rejection would be
+        rejected again (its task and knobs are the same), a larger step may not."""
         harder = direction == DIRECTION_HARDER
         share = bad_step_share(report, plan_length)
         seed = (parent.seed * 7919 + attempt) % (2**31 - 1)
@@ -98,9 +110,12 @@ class ParametricProposer(Proposer):
             return Proposal(TaskSpec(parent.family, dict(parent.knobs), seed), note, reseed=True)
         try_index -= self.reseed_tries if plan_length > 0 else 0
         order = family.knob_preference(harder, share)
-        if self.same_task_first:
-            same = [k.name for k in family.knobs if k.same_task]
-            order = same + [name for name in order if name not in same]
+        if self.same_task_first:  # a knob moved away from its default earlier goes back first
+            same = sorted((k for k in family.knobs if k.same_task),
+                          key=lambda k: not _returns_to_default(k, parent.knobs, harder))
+            same_names = [k.name for k in same]
+            order = same_names + [name for name in order if name not in same_names]
+            same = same_names
             shift = 0 if any(family.move_knob(parent.knobs, name, harder) for name in same) else try_index
         else:
             shift = try_index
@@ -110,6 +125,11 @@ class ParametricProposer(Proposer):
             if knobs is None:
                 continue
             knob = next(k for k in family.knobs if k.name == name)
+            for _ in range(rejected % 3 if knob.same_task else 0):
+                further = family.move_knob(knobs, name, harder)
+                if further is None:
+                    break
+                knobs = further
             before = parent.knobs.get(name, knob.default if knob.default is not None else knob.low)
             if knob.same_task:
                 note = (f"{'harder' if harder else 'easier'}: {name} {before:g} -> {knobs[name]:g} on the same task "

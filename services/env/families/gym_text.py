@@ -4,8 +4,10 @@ The map comes from Gymnasium's own generator (`generate_random_map`, which only 
 with a path from S to G) and the dynamics from `FrozenLake-v1`. Knobs: ``size`` (the map is
 size×size), ``hole_prob`` (chance that a tile is a hole) and ``slip`` (optional, default 0:
 deterministic): the chance that a move goes to one of the two perpendicular directions instead,
-Gymnasium's ``is_slippery`` with ``success_rate = 1 − slip``. ``slip`` is a `Knob.same_task` knob:
-a variant with more slip is the same map, harder by the knob alone and by a small step, where a
+Gymnasium's ``is_slippery`` with ``success_rate = 1 − slip``, and ``head_start`` (optional,
+default 0): the agent starts that many tiles along the shortest path (at least one step left).
+Both are `Knob.same_task` knobs: a variant with more slip or less head start is the same map,
+harder by the knob alone and by a small step, where a
 new map of another size or hole density lands far from its parent for a near-deterministic
 policy (measured: 4×4 → 5×5 took candidates from acc 0.88 to 0.13). The observation is one of two views (``FamilyConfig.observation``):
 
@@ -124,7 +126,8 @@ class FrozenLakeEpisode(Episode):
     ``view`` is ``map`` (the whole map) or ``window`` (5×5 around the agent + the goal's offset).
     """
 
-    def __init__(self, desc: list[str], episode_seed: int, view: str = "map", slip: float = 0.0) -> None:
+    def __init__(self, desc: list[str], episode_seed: int, view: str = "map", slip: float = 0.0,
+                 head_start: int = 0) -> None:
         if view not in VIEWS:
             raise ValueError(f"view must be one of {VIEWS}, got {view!r}")
         if not 0.0 <= slip < 1.0:
@@ -136,6 +139,13 @@ class FrozenLakeEpisode(Episode):
         state, _ = self.env.reset(seed=episode_seed)
         self.state = int(state)
         self.n = len(desc[0])
+        if head_start > 0:  # start k tiles along the shortest path (at least one step left)
+            row, col = divmod(self.state, self.n)
+            for action in (shortest_path(desc, row, col) or [])[:-1][:head_start]:
+                dr, dc = _MOVES[ACTIONS.index(action)]
+                row, col = row + dr, col + dc
+            self.state = row * self.n + col
+            self.env.unwrapped.s = self.state  # type: ignore[attr-defined]  # FrozenLakeEnv keeps its state in s
         self.task_text = (
             "Walk on the frozen lake from S to the goal G without falling into a hole H. "
             "F is frozen ground. A marks where you are. Row 1 is the top row." if view == "map" else
@@ -201,6 +211,8 @@ class FrozenLakeFamily(TaskFamily):
         Knob("hole_prob", 0.0, 0.5, 0.05, integer=False, description="Chance that a tile is a hole."),
         Knob("slip", 0.0, 0.6, 0.1, integer=False, default=0.0, same_task=True,
              description="Chance that a move slips to a perpendicular direction (same map)."),
+        Knob("head_start", 0, 8, 1, harder_is_higher=False, default=0, same_task=True,
+             description="The agent starts this many tiles along the shortest path (same map)."),
     )
     max_steps = 20
 
@@ -217,7 +229,8 @@ class FrozenLakeFamily(TaskFamily):
 
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> FrozenLakeEpisode:
         """A new episode on the task's map; ``episode_seed`` draws the slips (none at slip 0)."""
-        return FrozenLakeEpisode(self.map_for(spec), episode_seed, self.view, float(spec.knobs.get("slip", 0.0)))
+        return FrozenLakeEpisode(self.map_for(spec), episode_seed, self.view, float(spec.knobs.get("slip", 0.0)),
+                                 int(spec.knobs.get("head_start", 0)))
 
     def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
         """Which knob to move first, from the RM's bad-step share in failed rollouts.

@@ -1,5 +1,6 @@
-"""gym_text's ``slip`` knob: the same map with slippery moves (Gymnasium's ``is_slippery`` with
-``success_rate = 1 − slip``), a same-task knob the proposer moves first with ``same_task_first``."""
+"""gym_text's same-task knobs: ``slip`` (the same map with slippery moves, Gymnasium's
+``is_slippery`` with ``success_rate = 1 − slip``) and ``head_start`` (the agent starts along the
+shortest path), which the proposer moves first with ``same_task_first``."""
 
 from __future__ import annotations
 
@@ -65,9 +66,30 @@ def test_same_task_first_moves_slip_on_the_same_seed_then_the_other_knobs() -> N
     slippery = TaskSpec("gym_text", {**PARENT.knobs, "slip": 0.2}, 5)
     easier = proposer.propose(family, slippery, DIRECTION_EASIER, TaskReport(), plan_length=6, attempt=3)
     assert easier.same_task and easier.spec.knobs["slip"] == 0.1
-    # at slip 0 an easier variant is a new map of another size or hole density
-    new_map = proposer.propose(family, PARENT, DIRECTION_EASIER, TaskReport(), plan_length=6, attempt=3)
+    # at the bounds of both same-task knobs an easier variant is a new map of another size or hole density
+    ahead = TaskSpec("gym_text", {**PARENT.knobs, "head_start": 8.0}, 5)
+    new_map = proposer.propose(family, ahead, DIRECTION_EASIER, TaskReport(), plan_length=1, attempt=3)
     assert not new_map.same_task and new_map.spec.seed != PARENT.seed and "slip" not in new_map.spec.knobs
     # without the option slip never moves (the default run is unchanged)
     plain = ParametricProposer().propose(family, PARENT, DIRECTION_HARDER, TaskReport(), plan_length=6, attempt=3)
     assert not plain.same_task and "slip" not in plain.spec.knobs
+
+
+def test_head_start_starts_the_agent_along_the_shortest_path_on_the_same_map() -> None:
+    family = FrozenLakeFamily(view="window")
+    lengths = [family.oracle_plan_length(TaskSpec("gym_text", {**PARENT.knobs, "head_start": k}, 5)) for k in range(9)]
+    assert lengths[:6] == [6, 5, 4, 3, 2, 1] and lengths[6:] == [1, 1, 1]  # at least one step is left
+    episode = family.make_episode(TaskSpec("gym_text", {**PARENT.knobs, "head_start": 5}, 5), 0)
+    assert episode.step(episode.oracle_plan()[0]).won
+
+
+def test_an_earlier_same_task_move_is_undone_first_and_a_rejection_takes_a_larger_step() -> None:
+    family, proposer = FrozenLakeFamily(view="window"), ParametricProposer(same_task_first=True)
+    started = TaskSpec("gym_text", {**PARENT.knobs, "head_start": 2.0}, 5)
+    harder = proposer.propose(family, started, DIRECTION_HARDER, TaskReport(), plan_length=4, attempt=0)
+    assert harder.same_task and harder.spec.knobs == {**started.knobs, "head_start": 1.0}  # not more slip
+    easier = proposer.propose(family, PARENT, DIRECTION_EASIER, TaskReport(), plan_length=6, attempt=0)
+    assert easier.same_task and easier.spec.knobs["head_start"] == 1.0  # slip is at 0: a head start
+    steps = [proposer.propose(family, PARENT, DIRECTION_HARDER, TaskReport(), plan_length=6, attempt=0,
+                              rejected=r).spec.knobs["slip"] for r in range(4)]
+    assert steps == [0.1, 0.2, 0.3, 0.1]
