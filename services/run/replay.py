@@ -152,5 +152,6 @@ def report_markdown(figures: dict[str, dict[str, float]], run_dir: Path, address
     lines = [f"# Replay of {run_dir.name} against {address}", "",
              "| family | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
     for family in [f for f in figures if f != "all"] + ["all"]:
-        lines.append(f"| {family} | " + " | ".join(f"{figures[family][k]:.3g}" for k in keys) + " |")
+        lines.append(f"| {family} | " + " | ".join(f"{figures[family][k]:.0f}" if k.endswith("steps") else
+                                                    f"{figures[family][k]:.3g}" for k in keys) + " |")
     return "\n".join(lines) + "\n"
