@@ -12,6 +12,7 @@ import pytest
 from nats.js.api import ConsumerConfig as JsConsumerConfig
 
 from rlanything.v1 import ingest_pb2, ingest_pb2_grpc
+from rlanything.v1.events_pb2 import JudgedTrajectory
 from services.common.bus import EventBus
 from services.common.kv import live_entries
 from services.common.nats_server import free_port
@@ -263,6 +264,8 @@ async def test_settled_episode_becomes_a_live_trajectory_with_captured_turns_joi
     dead = await bus.js.stream_info("DLQ")
     assert dead.state.messages == 1  # the capture of an unknown tenant, with its reason
 
+    # a shadow judge's votes on the episode go with it (rla.traj.live.shadow.<tenant>.<episode>.<name>)
+    await bus.publish("rla.traj.live.shadow.acme.ep-9.next", JudgedTrajectory(trajectory=traj), msg_id="shadow-ep-9")
     erased = client.delete("/v1/ingest/users/carol", headers=HEADERS).json()
     assert erased["episodes_erased"] == 1
     assert not (await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")).state.subjects
@@ -286,10 +289,11 @@ async def test_a_tenant_purges_everything_of_its_own_and_nothing_of_another(spaw
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
+    await bus.publish("rla.traj.live.shadow.acme.a-0.next", JudgedTrajectory(), msg_id="shadow-a-0")
     purged = client.delete("/v1/ingest/tenant", headers=HEADERS).json()
-    # 2 episodes + 2 settled + 1 capture on INGEST, 2 live trajectories on TRAJ; 2 records, 1 waiting
-    # feedback, 1 capture in the buckets.
-    assert purged == {"messages_deleted": 7, "keys_deleted": 4}
+    # 2 episodes + 2 settled + 1 capture on INGEST, 2 live trajectories and 1 shadow judge's votes on
+    # TRAJ; 2 records, 1 waiting feedback, 1 capture in the buckets.
+    assert purged == {"messages_deleted": 8, "keys_deleted": 4}
     ingest = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
     assert set(ingest.state.subjects) == {"rla.ingest.episode.other", "rla.ingest.settled.other"}
     traj = await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")
