@@ -111,11 +111,9 @@ class ParametricProposer(Proposer):
         try_index -= self.reseed_tries if plan_length > 0 else 0
         order = family.knob_preference(harder, share)
         if self.same_task_first:  # a knob moved away from its default earlier goes back first
-            same = sorted((k for k in family.knobs if k.same_task),
-                          key=lambda k: not _returns_to_default(k, parent.knobs, harder))
-            same_names = [k.name for k in same]
-            order = same_names + [name for name in order if name not in same_names]
-            same = same_names
+            same = [k.name for k in sorted((k for k in family.knobs if k.same_task),
+                                           key=lambda k: not _returns_to_default(k, parent.knobs, harder))]
+            order = same + [name for name in order if name not in same]
             shift = 0 if any(family.move_knob(parent.knobs, name, harder) for name in same) else try_index
         else:
             shift = try_index
