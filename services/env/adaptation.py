@@ -48,13 +48,11 @@ class Adaptation:
     """Handles `TaskReport` events for the env service."""
 
     def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig,
-                 live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None,
-                 written_families: frozenset[str] = frozenset()) -> None:
+                 live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None) -> None:
         self.pool = pool
         self.live = live
         self.writer = writer
-        """The model proposer of the families in ``written_families`` (None: no family uses one)."""
-        self.written_families = written_families
+        """The model proposer of the live family (``proposer: model``; None: it has none)."""
         self.bus = bus
         self.proposer = proposer
         self.cfg = cfg
@@ -93,7 +91,7 @@ class Adaptation:
             return  # a redelivered report of an earlier version
         if not report.is_candidate or slot.split != "live_pending":
             await self.pool.record_acc(slot.slot_id, report.acc, report.round)
-            if (self.writer is not None and "live" in self.written_families and self.cfg.enabled
+            if (self.writer is not None and self.cfg.enabled
                     and slot.split == "train" and not slot.HasField("pending")):
                 direction = direction_for(report.acc, self.cfg.harder_at, self.cfg.easier_at)
                 if direction != DIRECTION_UNSPECIFIED:

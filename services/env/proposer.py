@@ -1,8 +1,9 @@
 """Proposers: turn a too-easy or too-hard task into a candidate variant (loop 3).
 
 `ParametricProposer` moves one difficulty knob of the family by one notch; the RM's bad-step
-feedback picks which knob (see each family's `knob_preference`). A model-backed proposer (an
-LLM rewriting the task) implements the same `Proposer` interface.
+feedback picks which knob (see each family's `knob_preference`). Text tasks can instead get
+variants written by a model (`services.env.model_proposer`, used by `Adaptation` directly: it is
+asynchronous and stores the new task's text).
 """
 
 from __future__ import annotations

@@ -56,12 +56,12 @@ class EnvService(Service):
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
             self.log.info("live tasks loaded", extra={"tasks": loaded})
-        written = frozenset(f.type for f in self.cfg.families if f.proposer == "model")
+        written = any(f.proposer == "model" for f in self.cfg.families)  # only text families (config checks)
         writer = ModelProposer(self.cfg.adaptation.model_proposer) if written else None
         self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold,
                                                                         self.cfg.adaptation.reseed_tries,
                                                                         self.cfg.adaptation.same_task_first),
-                                     self.cfg.adaptation, self.live, writer, written)
+                                     self.cfg.adaptation, self.live, writer)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 
