@@ -55,3 +55,33 @@ def test_greedy_is_deterministic_and_stop_strings_cut(tiny_model_dir: Path) -> N
     cut = gen.generate(chat, Sampling(temperature=0.0, max_new_tokens=10, stop=(stop,)))[0]
     assert cut.text == text[: text.index(stop)] and cut.finish_reason == "stop"
     assert len(cut.token_ids) < len(a[0].token_ids)  # generation stopped early, not only the text cut
+
+
+def test_repeated_prompts_share_one_prefill_and_answer_as_alone(tiny_model_dir: Path) -> None:
+    """A batch that repeats prompts (m judge votes, G rollouts from one start) prefills each distinct
+    prompt once; greedy answers and behaviour log-probs equal those of each prompt generated alone."""
+    from services.common.models.generation import shared_prefill, shared_rows
+
+    gen = HFGenerator(str(tiny_model_dir))
+    short = [{"role": "user", "content": "Task: short"}]
+    long = [{"role": "user", "content": "Task: a much longer prompt that forces left padding of the first"}]
+    batch = [short, long, short, long, short]
+    assert shared_rows([gen.encode_chat(c) for c in batch]) == ([0, 1], [0, 1, 0, 1, 0])
+    greedy = Sampling(temperature=0.0, max_new_tokens=8)
+    together = gen.generate(batch, greedy)
+    alone = {id(c): gen.generate([c], greedy)[0] for c in (short, long)}
+    for chat, got in zip(batch, together):
+        ref = alone[id(chat)]
+        assert got.text == ref.text and got.token_ids == ref.token_ids
+        assert torch.allclose(torch.tensor(got.logprobs), torch.tensor(ref.logprobs), atol=1e-4)
+    # the cache is built only when a prompt repeats, and it holds every row but the last prompt token
+    prompts = [gen.encode_chat(c) for c in (short, long)]
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    att = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    assert shared_prefill(gen.model, ids, att, prompts) is None
+    cache = shared_prefill(gen.model, ids[[0, 0, 1]], att[[0, 0, 1]], [prompts[0], prompts[0], prompts[1]])
+    assert cache.get_seq_length() == width - 1 and cache.layers[0].keys.shape[0] == 3
+    # sampled repeats are drawn independently: 8 copies of one prompt do not all answer alike
+    sampled = gen.generate([short] * 8, Sampling(temperature=1.0, max_new_tokens=8, seed=1))
+    assert len({c.token_ids for c in sampled}) > 1
