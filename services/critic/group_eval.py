@@ -65,7 +65,7 @@ def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig) 
     rewards_GK = [step_rewards(r.trajectory.outcome, [mean_vote([v.value for v in j.votes]) for j in r.judgements],
                                cfg.lam, [not step.valid for step in r.trajectory.steps],
                                cfg.invalid_answer_penalty) for r in recs]
-    advantages_GK = step_advantages(rewards_GK, cfg.lone_rollout_advantage)
+    advantages_GK = step_advantages(rewards_GK, cfg.lone_rollout_advantage, scale=cfg.advantage_scale)
     samples, zero = [], 0
     for rec, adv_K in zip(recs, advantages_GK):
         t = rec.trajectory

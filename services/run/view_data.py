@@ -71,7 +71,7 @@ def _group_advantages(group: list[dict[str, Any]], cfg: RunConfig) -> dict[str, 
                                     cfg.critic.lam, [not s.get("valid", False) for s in steps],
                                     cfg.critic.invalid_answer_penalty))
         ids.append(t["trajectory_id"])
-    return dict(zip(ids, step_advantages(rewards, cfg.critic.lone_rollout_advantage)))
+    return dict(zip(ids, step_advantages(rewards, cfg.critic.lone_rollout_advantage, scale=cfg.critic.advantage_scale)))
 
 
 def _summary(record: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:

@@ -36,6 +36,9 @@ class CriticServiceConfig(ServiceConfig):
         600.0, gt=0, description="Seconds after a group's first stored rollout before it is reported partial.")
     lone_rollout_advantage: Literal["zero", "raw"] = Field(
         "zero", description="Advantage of a step index only one rollout reaches: 0, or the reference's raw r.")
+    advantage_scale: Literal["std", "none"] = Field(
+        "std", description="Per-step-index advantage: 'std' = z-score (the paper), 'none' = r − mean (Dr. GRPO): "
+                           "the judge's share of the advantage then stays λ-sized where one outcome remains.")
     policy_band: bool = Field(
         True, description="Train the policy only on tasks with a win and a loss (acc in [1/G, 1-1/G]).")
     rm_band_low: float = Field(0.2, ge=0, le=1, description="Lowest task acc whose steps train the RM.")

@@ -90,3 +90,25 @@ def test_outcome_only_and_integrated_rewards_give_different_advantages() -> None
     assert [a[0] for a in outcome_only] == pytest.approx([1 / math.sqrt(2), 1 / math.sqrt(2), -math.sqrt(2)])
     # λ = 1: r = [2, 0, -1] → the winner whose step the RM disliked gets a negative advantage
     assert [a[0] for a in integrated] == pytest.approx([1.3363062, -0.2672612, -1.0690450])
+
+
+def test_unscaled_advantages_keep_the_judges_share_lambda_sized() -> None:
+    """scale="none" (Dr. GRPO): A = r − mean, no division by the std. Where only winners reach a
+    step index, their rewards differ by λ·S̄ alone: the z-score turns a lone dissenting vote into
+    a −2.2 advantage whatever λ is; unscaled, it stays proportional to λ."""
+    winners = [[1.0 + 1.0, 1.0 + s] for s in (1.0, 1.0, 1.0, 1.0, 1.0, -1 / 3)]  # step 1: one split vote
+    z = step_advantages(winners)
+    assert z[5][1] == pytest.approx(-math.sqrt(5)) and z[0][0] == 0.0
+    for lam in (1.0, 0.25):
+        rows = [[1.0 + lam * 1.0, 1.0 + lam * s] for s in (1.0, 1.0, 1.0, 1.0, 1.0, -1 / 3)]
+        none = step_advantages(rows, scale="none")
+        mean = 1.0 + lam * (5 - 1 / 3) / 6
+        assert none[5][1] == pytest.approx(1.0 - lam / 3 - mean)
+        assert none[0][1] == pytest.approx(1.0 + lam - mean)
+        assert step_advantages(rows)[5][1] == pytest.approx(-math.sqrt(5))  # z-score: the same for every λ
+    # wins against losses: the outcome's difference is kept, the degenerate cases are as with the z-score
+    mixed = step_advantages([[1.0, 1.0], [-1.0]], scale="none")
+    assert mixed == [[1.0, 0.0], [-1.0]]
+    assert step_advantages([[2.0, 2.0], [2.0, 2.0]], scale="none") == [[0.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(ValueError, match="scale"):
+        step_advantages([[1.0]], scale="max")  # type: ignore[arg-type]
