@@ -34,7 +34,7 @@ from services.common.algo.rm_band import in_rm_band
 from services.common.algo.step_advantage import step_advantages
 from services.common.algo.task_acc import count_wins
 from services.common.config import CriticServiceConfig
-from services.critic.round_stats import judge_stats
+from services.critic.round_stats import LABEL_SIGN, judge_stats
 
 __all__ = ["GroupOutputs", "evaluate_group", "trains_models", "ZERO_ADVANTAGE"]
 
@@ -61,15 +61,21 @@ def trains_models(report: TaskReport) -> bool:
     return report.split == "train" and not report.is_candidate
 
 
-def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig) -> tuple[list[TrainingSample], int]:
+def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
+                    ) -> tuple[list[TrainingSample], int, tuple[float, float]]:
+    """The group's non-zero-advantage samples, the count of zero-advantage steps, and (Σ A·label,
+    Σ abs(A)) over its steps with an oracle label (how far the advantages agree with the oracle)."""
     rewards_GK = [step_rewards(r.trajectory.outcome, [mean_vote([v.value for v in j.votes]) for j in r.judgements],
                                cfg.lam, [not step.valid for step in r.trajectory.steps],
                                cfg.invalid_answer_penalty) for r in recs]
     advantages_GK = step_advantages(rewards_GK, cfg.lone_rollout_advantage, scale=cfg.advantage_scale)
-    samples, zero = [], 0
+    samples, zero, signed, labelled = [], 0, 0.0, 0.0
     for rec, adv_K in zip(recs, advantages_GK):
         t = rec.trajectory
         for step, a in zip(t.steps, adv_K):
+            if step.oracle_label in LABEL_SIGN:
+                signed += a * LABEL_SIGN[step.oracle_label]
+                labelled += abs(a)
             if abs(a) <= ZERO_ADVANTAGE:
                 zero += 1
                 continue
@@ -78,7 +84,7 @@ def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig) 
                                           response_token_ids=step.response_token_ids,
                                           behaviour_logprobs=step.behaviour_logprobs, advantage=a,
                                           model_version=t.policy_version))
-    return samples, zero
+    return samples, zero, (signed, labelled)
 
 
 def _reward_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig) -> list[TrainingSample]:
@@ -139,9 +145,11 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     stats = judge_stats(recs)
     policy_samples: list[TrainingSample] = []
     if trains and (not cfg.policy_band or in_policy_band(acc, first.group_size)):
-        policy_samples, zero = _policy_samples(recs, cfg)
+        policy_samples, zero, (signed, labelled) = _policy_samples(recs, cfg)
         stats["sum/policy_steps"] = float(len(policy_samples) + zero)
         stats["sum/policy_steps_zero"] = float(zero)
+        stats["sum/advantage_signed"] = signed
+        stats["sum/advantage_labelled"] = labelled
     in_band = in_rm_band(acc, cfg.rm_band_low, cfg.rm_band_high)
     reward_samples = _reward_samples(recs, cfg) if trains and in_band else []
     if trains:

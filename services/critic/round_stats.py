@@ -14,6 +14,7 @@ turns the sums of one round into the slash-namespaced metrics of docs/algorithm.
 | reward/split_vote_share | judged steps whose votes are not all equal / judged steps |
 | env/in_band_share | non-candidate train groups with acc in the RM band / those groups |
 | policy/zero_advantage_share | steps with A = 0 / steps of the groups that train the policy |
+| policy/advantage_oracle_agreement | Σ A·label / Σ abs(A) over the policy samples' steps with an oracle label: 1 = every advantage points the oracle's way, 0 = no better than chance |
 | policy/response_tokens_mean | response tokens / steps, over every trajectory |
 | policy/invalid_answer_rate | steps whose answer was no valid ``\\boxed{i}`` / steps, over every trajectory |
 | policy/truncated_response_rate | steps whose response was cut by max_new_tokens / steps, over every trajectory |
@@ -33,9 +34,10 @@ from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, JudgedTraj
 
 from services.common.algo.integrated_reward import mean_vote
 
-__all__ = ["judge_stats", "add_stats", "round_metrics"]
+__all__ = ["judge_stats", "add_stats", "round_metrics", "LABEL_SIGN"]
 
-_LABEL_SIGN = {STEP_LABEL_GOOD: 1, STEP_LABEL_BAD: -1}
+LABEL_SIGN = {STEP_LABEL_GOOD: 1, STEP_LABEL_BAD: -1}
+"""The oracle's step label as a sign (steps without a label are absent)."""
 _RATIOS = (
     ("reward/step_accuracy", "sum/steps_correct", "sum/steps_labelled"),
     ("reward/outcome_accuracy", "sum/outcome_correct", "sum/trajectories_judged"),
@@ -43,6 +45,7 @@ _RATIOS = (
     ("reward/split_vote_share", "sum/steps_split", "sum/steps_judged"),
     ("env/in_band_share", "sum/train_in_band", "sum/train_groups"),
     ("policy/zero_advantage_share", "sum/policy_steps_zero", "sum/policy_steps"),
+    ("policy/advantage_oracle_agreement", "sum/advantage_signed", "sum/advantage_labelled"),
     ("policy/response_tokens_mean", "sum/response_tokens", "sum/steps"),
     ("policy/invalid_answer_rate", "sum/steps_invalid", "sum/steps"),
     ("policy/truncated_response_rate", "sum/steps_truncated", "sum/steps"),
@@ -75,9 +78,9 @@ def judge_stats(records: Sequence[JudgedTrajectory]) -> dict[str, float]:
             if values_M:
                 s["sum/steps_judged"] += 1
                 s["sum/steps_split"] += len(set(values_M)) > 1
-            if values_M and step.oracle_label in _LABEL_SIGN:  # unjudged (evaluation) steps are not counted
+            if values_M and step.oracle_label in LABEL_SIGN:  # unjudged (evaluation) steps are not counted
                 s["sum/steps_labelled"] += 1
-                s["sum/steps_correct"] += _sign(s_bar) == _LABEL_SIGN[step.oracle_label]
+                s["sum/steps_correct"] += _sign(s_bar) == LABEL_SIGN[step.oracle_label]
         for step in t.steps:
             s["sum/steps"] += 1
             s["sum/response_tokens"] += len(step.response_token_ids)

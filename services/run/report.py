@@ -23,6 +23,7 @@ SUMMARY_KEYS = [
     ("env/in_band_share", "in band"),
     ("env/accepted_total", "accepted"),
     ("policy/invalid_answer_rate", "invalid answers"),
+    ("policy/advantage_oracle_agreement", "advantage vs oracle"),
     ("policy/ppo/kl", "KL (policy)"),
     ("time/round_s", "round s"),
     ("time/overhead_share", "overhead"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import asyncio
 import signal
 import time
@@ -158,6 +160,7 @@ async def test_round_metrics_published_and_served(spawn_service, bus: EventBus) 
         "reward/outcome_accuracy": 5 / 6,     # one train rollout has mean vote 0
         "reward/invalid_vote_rate": 1 / 27, "reward/split_vote_share": 4 / 9,
         "env/in_band_share": 1.0, "policy/zero_advantage_share": 1 / 7, "policy/response_tokens_mean": 3.0,
+        "policy/advantage_oracle_agreement": (5.25 / math.sqrt(3.1875)) / (5.25 / math.sqrt(3.1875) + 2.0),
         "policy/invalid_answer_rate": 0.0, "policy/truncated_response_rate": 0.0, "time/generate_s": 0.0, "time/env_s": 0.0, "time/judge_s": 0.0,
         "policy/staleness": 2.0,              # trajectories from version 3, latest announced 5
         "critic/groups_complete": 2.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,

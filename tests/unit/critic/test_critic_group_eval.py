@@ -117,6 +117,7 @@ def test_round_statistics_of_the_group() -> None:
         "reward/split_vote_share": 3 / 7,
         "env/in_band_share": 1.0,
         "policy/zero_advantage_share": 1 / 7,
+        "policy/advantage_oracle_agreement": (5.25 / math.sqrt(3.1875)) / (5.25 / math.sqrt(3.1875) + 2.0),
         "policy/response_tokens_mean": 3.0,
         "policy/invalid_answer_rate": 0.0,
         "policy/truncated_response_rate": 0.0,
@@ -196,3 +197,18 @@ def test_responses_cut_by_max_new_tokens_are_counted() -> None:
     records[2].trajectory.steps[1].response_truncated = True
     m = round_metrics([evaluate_group(records, CriticServiceConfig(), partial=False, latest_policy_version=5).stats])
     assert m["policy/truncated_response_rate"] == pytest.approx(2 / 7)
+
+
+def test_advantage_oracle_agreement_weighs_each_labelled_step_by_its_advantage() -> None:
+    """Σ A·label / Σ abs(A) over labelled steps: rollout 2's step 1 is GOOD but its rollout lost, so its
+    negative advantage counts against; unlabelled steps (rollout 1) and zero advantages count for nothing."""
+    z = 1 / math.sqrt(3.1875)
+    out = evaluate_group(group(), CriticServiceConfig(), partial=False)
+    signed, labelled = (1.75 + 2.25 + 1.25) * z + 1.0 - 1.0, (1.75 + 2.25 + 1.25) * z + 2.0
+    assert out.stats["sum/advantage_signed"] == pytest.approx(signed)
+    assert out.stats["sum/advantage_labelled"] == pytest.approx(labelled)
+    metrics = round_metrics([out.stats])
+    assert metrics["policy/advantage_oracle_agreement"] == pytest.approx(signed / labelled)
+    unscaled = evaluate_group(group(), CriticServiceConfig(advantage_scale="none"), partial=False)
+    assert round_metrics([unscaled.stats])["policy/advantage_oracle_agreement"] == pytest.approx(5.25 / (5.25 + 8 / 3))
+    assert by_id(unscaled.policy)["r0/gym_text/train-0000/v0/2/1"] == pytest.approx(-4 / 3)  # r − mean, no division
