@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from services.common.algo.batching import Sample, make_batch
+from services.common.algo.batching import Sample, make_batch, merge_duplicates
 from services.common.algo.ppo_loss import k3_kl, ppo_clip_loss
 from services.common.config import PPOConfig
 from services.common.models.logprobs import token_logprobs
@@ -49,13 +49,13 @@ def _restore(model: torch.nn.Module, optimizer: torch.optim.Optimizer, snapshot:
 
 @torch.no_grad()
 def _batch_kl(model: torch.nn.Module, ids_BL: torch.Tensor, attention_BL: torch.Tensor, old_BL: torch.Tensor,
-              mask_BL: torch.Tensor) -> float:
-    """k3 KL(π_old‖π_θ) of the given samples (token mean per sample, then sample mean)."""
+              mask_BL: torch.Tensor, weight_B: torch.Tensor) -> float:
+    """k3 KL(π_old‖π_θ) of the given samples (token mean per sample, then the weighted sample mean)."""
     was_training = model.training
     model.eval()
     logp_BL = token_logprobs(model, ids_BL, attention_BL)
     model.train(was_training)
-    return float(k3_kl(logp_BL, old_BL, mask_BL))
+    return float(k3_kl(logp_BL, old_BL, mask_BL, weight_B))
 
 
 def _steps_done(optimizer: torch.optim.Optimizer) -> int:
@@ -87,15 +87,23 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     shared format tokens drift (measured: invalid answers 0.04 → 0.45 within one round, every
     step inside the trust region).
 
+    With ``cfg.merge_duplicates`` identical samples are trained once, weighted by their count
+    (`batching.merge_duplicates`: the loss is the same, the forward and backward passes are not
+    repeated); in asynchronous mode only those with equal behaviour log-probs are merged.
+
     Metrics: loss, kl, clip_fraction (means over the steps taken), ref_kl (last step's KL to the
     reference), kl_max (largest minibatch KL seen, including the one that stopped the update),
-    optimizer_steps (taken), early_stopped (0/1), reverted_steps (0/1), lr, samples, dropped (too
-    long), logprob_mismatch (mean |recomputed − behaviour| over response tokens; NaN when
-    unknown), response_tokens (mean per sample).
+    optimizer_steps (taken), early_stopped (0/1), reverted_steps (0/1), lr, samples (kept, counted
+    before merging), distinct_samples (rows trained), dropped (too long), logprob_mismatch (mean
+    |recomputed − behaviour| over response tokens; NaN when unknown), response_tokens (mean per
+    sample).
     """
-    batch = make_batch(samples, cfg.max_length, pad_id)
+    rows = merge_duplicates(samples, by_behaviour=not recompute_old) if cfg.merge_duplicates else list(samples)
+    batch = make_batch(rows, cfg.max_length, pad_id)
     n = len(batch.sample_ids)
-    metrics = {"ppo/samples": float(n), "ppo/dropped": float(len(batch.dropped_ids)),
+    weight = {s.sample_id: s.weight for s in rows}
+    metrics = {"ppo/samples": float(batch.weight_B.sum()) if n else 0.0, "ppo/distinct_samples": float(n),
+               "ppo/dropped": float(sum(weight[i] for i in batch.dropped_ids)),
                "ppo/loss": 0.0, "ppo/kl": 0.0, "ppo/clip_fraction": 0.0, "ppo/logprob_mismatch": math.nan,
                "ppo/response_tokens": float(batch.response_mask_BL.sum(-1).mean()) if n else 0.0}
     if n == 0:
@@ -122,10 +130,12 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             loss, stats = ppo_clip_loss(logp_BL, old_BL[chunk], batch.advantage_B[chunk], mask[chunk],
                                         eps=cfg.eps, beta=cfg.beta,
                                         dual_clip=cfg.dual_clip,
-                                        logp_ref_BT=None if ref_BL is None else ref_BL[chunk], ref_beta=cfg.ref_beta)
+                                        logp_ref_BT=None if ref_BL is None else ref_BL[chunk], ref_beta=cfg.ref_beta,
+                                        weight_B=batch.weight_B[chunk])
             # the trust region is measured from the weights this update started from (= π_old in sync
             # mode; in async mode π_old is the older behaviour policy, which may already lie outside it)
-            kl_start = stats.kl if old_BL is recomputed_BL else float(k3_kl(logp_BL.detach(), recomputed_BL[chunk], mask[chunk]))
+            kl_start = stats.kl if old_BL is recomputed_BL else float(
+                k3_kl(logp_BL.detach(), recomputed_BL[chunk], mask[chunk], batch.weight_B[chunk]))
             metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), kl_start)
             if cfg.max_kl and kl_start > cfg.max_kl:
                 stopped = True  # this minibatch already sees a policy too far from π_old: stop here
@@ -140,7 +150,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             optimizer.step()
             if snapshot is not None:
                 kl_after = _batch_kl(model, batch.input_ids_BL[chunk], batch.attention_mask_BL[chunk],
-                                     recomputed_BL[chunk], mask[chunk])
+                                     recomputed_BL[chunk], mask[chunk], batch.weight_B[chunk])
                 metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
                 if kl_after > cfg.max_kl:  # this one step left the trust region: undo it and stop
                     _restore(model, optimizer, snapshot)

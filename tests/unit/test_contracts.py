@@ -79,7 +79,7 @@ def test_a_trajectory_survives_the_wire_into_training_samples() -> None:
     received = [events_pb2.JudgedTrajectory.FromString(j.SerializeToString()) for j in sent]
     for r in received:
         check_judged(r)
-    samples, zero = _policy_samples(received, CriticServiceConfig())
+    samples, zero, _agreement = _policy_samples(received, CriticServiceConfig())
     assert zero == 0
     assert [(list(x.response_token_ids), list(x.behaviour_logprobs), x.advantage, x.model_version) for x in samples] == [
         ([5, 6], [-0.5, -1.25], 1.0, 3), ([5, 6], [-0.75, -2.0], -1.0, 3)]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["PPOStats", "ppo_clip_loss", "token_mean"]
+__all__ = ["PPOStats", "ppo_clip_loss", "token_mean", "sample_mean", "k3_kl"]
 
 
 @dataclass(frozen=True)
@@ -49,19 +49,29 @@ def token_mean(x_BT: Tensor, mask_BT: Tensor) -> Tensor:
     return (x_BT * mask_BT).sum(-1) / mask_BT.sum(-1).clamp(min=1)
 
 
-def k3_kl(logp_BT: Tensor, logp_ref_BT: Tensor, mask_BT: Tensor) -> Tensor:
+def sample_mean(x_B: Tensor, weight_B: Tensor | None = None) -> Tensor:
+    """Mean over samples, [B] → scalar; weighted by ``weight_B`` [B] (merged duplicates) when given."""
+    if weight_B is None:
+        return x_B.mean()
+    w_B = weight_B.to(x_B.dtype)
+    return (x_B * w_B).sum() / w_B.sum().clamp(min=1e-12)
+
+
+def k3_kl(logp_BT: Tensor, logp_ref_BT: Tensor, mask_BT: Tensor, weight_B: Tensor | None = None) -> Tensor:
     """k3 estimate of KL(π_ref‖π) from per-token log-probs, [B, T] each → a scalar tensor.
 
     d = clamp(log π − log π_ref, −10, 10), k3 = exp(−d) − 1 + d (Schulman, "Approximating KL
-    divergence", 2020); token mean per sample, then the mean over samples.
+    divergence", 2020); token mean per sample, then the mean over samples (weighted by
+    ``weight_B`` [B] when given).
     """
     d_BT = torch.clamp(logp_BT - logp_ref_BT, -10.0, 10.0)
-    return token_mean(torch.exp(-d_BT) - 1 + d_BT, mask_BT).mean()
+    return sample_mean(token_mean(torch.exp(-d_BT) - 1 + d_BT, mask_BT), weight_B)
 
 
 def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor, mask_BT: Tensor,
                   eps: float = 0.2, beta: float = 0.01, dual_clip: float = 0.0,
-                  logp_ref_BT: Tensor | None = None, ref_beta: float = 0.0) -> tuple[Tensor, PPOStats]:
+                  logp_ref_BT: Tensor | None = None, ref_beta: float = 0.0,
+                  weight_B: Tensor | None = None) -> tuple[Tensor, PPOStats]:
     """The RLAnything PPO-clip + k3 loss.
 
     Args:
@@ -75,6 +85,8 @@ def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor,
         logp_ref_BT: log π_ref of the same tokens, [B, T] (no grad), for ``ref_beta``.
         ref_beta: weight of the k3 KL to the reference policy (our addition, as GRPO's KL to the
             initial model; 0 = the paper, whose KL is to π_old only).
+        weight_B: how many original samples each row stands for, [B] (`batching.merge_duplicates`);
+            None = 1 each. Every mean over samples is weighted by it.
 
     Returns:
         ``(loss, stats)``: a scalar tensor to back-propagate, and its diagnostics.
@@ -96,17 +108,18 @@ def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor,
     surrogate_BT = torch.minimum(ratio_BT * adv_B1, torch.clamp(ratio_BT, 1 - eps, 1 + eps) * adv_B1)
     if dual_clip:
         surrogate_BT = torch.where(adv_B1 < 0, torch.maximum(surrogate_BT, dual_clip * adv_B1), surrogate_BT)
-    surrogate = token_mean(surrogate_BT, mask_BT).mean()
-    kl = k3_kl(logp_new_BT, logp_old_BT.detach(), mask_BT)
+    surrogate = sample_mean(token_mean(surrogate_BT, mask_BT), weight_B)
+    kl = k3_kl(logp_new_BT, logp_old_BT.detach(), mask_BT, weight_B)
     loss = -surrogate + beta * kl
     ref_kl = 0.0
     if ref_beta and logp_ref_BT is not None:
-        ref_kl_t = k3_kl(logp_new_BT, logp_ref_BT.detach(), mask_BT)
+        ref_kl_t = k3_kl(logp_new_BT, logp_ref_BT.detach(), mask_BT, weight_B)
         loss = loss + ref_beta * ref_kl_t
         ref_kl = float(ref_kl_t.detach())
     with torch.no_grad():
-        n_tokens = mask_BT.sum().clamp(min=1)
-        clipped = (((ratio_BT < 1 - eps) | (ratio_BT > 1 + eps)).to(mask_BT.dtype) * mask_BT).sum() / n_tokens
+        tok_w_BT = mask_BT if weight_B is None else mask_BT * weight_B.to(mask_BT.dtype).unsqueeze(-1)
+        n_tokens = tok_w_BT.sum().clamp(min=1e-12)
+        clipped = (((ratio_BT < 1 - eps) | (ratio_BT > 1 + eps)).to(mask_BT.dtype) * tok_w_BT).sum() / n_tokens
         stats = PPOStats(float(loss), float(surrogate), float(kl), float(clipped),
-                         float((ratio_BT * mask_BT).sum() / n_tokens), ref_kl)
+                         float((ratio_BT * tok_w_BT).sum() / n_tokens), ref_kl)
     return loss, stats

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -87,3 +89,49 @@ def test_reference_kl_pulls_toward_the_reference_and_is_reported() -> None:
                          reference=reference)
     assert metrics["ppo/ref_kl"] > 0
     assert kl_to_reference() < 0.5 * before  # only the KL to the reference moved it, and toward the reference
+
+
+def test_duplicates_merge_by_prompt_response_and_advantage_sign() -> None:
+    from services.common.algo.batching import merge_duplicates
+
+    a = Sample("a", (1, 2), (3,), 1.0, (-0.5,))
+    samples = [a, Sample("b", (1, 2), (3,), 2.0, (-0.4,)), Sample("c", (1, 2), (3,), -1.0),
+               Sample("d", (1, 2), (4,), 1.0), Sample("e", (1, 2), (3,), 0.5, (-0.5,))]
+    merged = merge_duplicates(samples)
+    assert [(s.sample_id, s.advantage, s.weight) for s in merged] == [("a", pytest.approx(3.5 / 3), 3.0),
+                                                                       ("c", -1.0, 1.0), ("d", 1.0, 1.0)]
+    assert merged[0].behaviour_logprobs == (-0.5,)  # the first one's
+    # with behaviour log-probs as π_old (async), only equal ones merge
+    assert [(s.sample_id, s.weight) for s in merge_duplicates(samples, by_behaviour=True)] == [
+        ("a", 2.0), ("b", 1.0), ("c", 1.0), ("d", 1.0)]
+    # merging merged samples keeps the counts
+    again = merge_duplicates(merged + [Sample("f", (1, 2), (3,), 4.0)])
+    assert (again[0].weight, again[0].advantage) == (4.0, pytest.approx((3.5 + 4.0) / 4))
+
+
+@pytest.mark.parametrize("dual_clip", [0.0, 3.0])
+def test_merged_duplicates_train_exactly_like_the_copies(dual_clip: float) -> None:
+    """One full-batch step on 16 samples holding 6 distinct ones gives the same weights and loss as
+    on the merged batch (same ratio on identical tokens: the surrogate is linear in same-sign A)."""
+    base = _samples(6)
+    copies = [Sample(f"{s.sample_id}.{k}", s.prompt_ids, s.response_ids, s.advantage * (1 + 0.5 * k))
+              for k in range(3) for s in base] + [Sample("neg", base[1].prompt_ids, base[1].response_ids, -0.7)]
+    results = []
+    for merge in (False, True):
+        model = _model()
+        with torch.no_grad():  # make π_old differ from π_θ's first step so ratios leave 1 and clipping acts
+            for p in model.parameters():
+                p.add_(0.01 * torch.sin(torch.arange(p.numel(), dtype=p.dtype)).reshape(p.shape))
+        cfg = PPOConfig(optimizer_steps=1, epochs=3, lr=0.05, eps=0.05, dual_clip=dual_clip, merge_duplicates=merge)
+        # SGD: the gradients themselves are compared (Adam would blow float noise of ~0 gradients up to ±lr)
+        metrics = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.05), copies, cfg, pad_id=0)
+        results.append((metrics, [p.detach().clone() for p in model.parameters()]))
+    (plain, w_plain), (merged, w_merged) = results
+    assert plain["ppo/distinct_samples"] == 19.0 and merged["ppo/distinct_samples"] == 7.0
+    assert plain["ppo/samples"] == merged["ppo/samples"] == 19.0
+    assert merged["ppo/clip_fraction"] > 0  # the check covers the clipped branch, not only ρ = 1
+    assert merged["ppo/loss"] == pytest.approx(plain["ppo/loss"], rel=1e-4, abs=1e-6)
+    assert merged["ppo/clip_fraction"] == pytest.approx(plain["ppo/clip_fraction"], abs=1e-6)
+    assert any(not torch.equal(p, q) for p, q in zip(w_plain, _model().parameters()))  # the step moved the weights
+    for p, q in zip(w_plain, w_merged):
+        assert torch.allclose(p, q, atol=1e-6)
