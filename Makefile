@@ -59,6 +59,7 @@ bench: setup
 	$(PY) scripts/bench_env_step.py bench/env_step_latency.md
 	$(PY) scripts/bench_textworld_gen.py bench/textworld_generation.md
 	$(PY) scripts/bench_phases.py bench/round_phases.md
+	$(PY) scripts/bench_shared_prefill.py bench/shared_prefill.md
 	$(PY) scripts/bench_live.py bench/live_usage.md
 	$(PY) scripts/bench_load.py bench/load.md
 
