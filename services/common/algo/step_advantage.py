@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from services.common.algo.zscore import STD_EPS, has_spread, zscore
+from services.common.algo.zscore import STD_EPS, centred, zscore
 
 __all__ = ["LoneRollout", "Scale", "step_advantages"]
 
@@ -63,11 +63,6 @@ def step_advantages(rewards_GK: Sequence[Sequence[float]], lone_rollout: LoneRol
             advantages_GK[j][k] = float(rewards_GK[j][k]) if lone_rollout == "raw" else 0.0
             continue
         values = [float(rewards_GK[j][k]) for j in reach]
-        if scale == "std":
-            centred = zscore(values, eps)
-        else:
-            mean = sum(values) / len(values)
-            centred = [v - mean for v in values] if has_spread(values, eps) else [0.0] * len(values)
-        for j, a in zip(reach, centred):
+        for j, a in zip(reach, (zscore if scale == "std" else centred)(values, eps)):
             advantages_GK[j][k] = a
     return advantages_GK

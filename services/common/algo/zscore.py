@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["STD_EPS", "population_std", "has_spread", "zscore"]
+__all__ = ["STD_EPS", "population_std", "has_spread", "zscore", "centred"]
 
 STD_EPS = 1e-6
 """σ at or below which a group counts as having zero spread."""
@@ -47,3 +47,12 @@ def zscore(values_N: Sequence[float], eps: float = STD_EPS) -> list[float]:
         return [0.0] * n
     mean = math.fsum(values_N) / n
     return [(x - mean) / std for x in values_N]
+
+
+def centred(values_N: Sequence[float], eps: float = STD_EPS) -> list[float]:
+    """x − μ for each of the N values (no division by σ, Dr. GRPO), or N zeros when σ ≤ ``eps``
+    (the same degenerate rule as `zscore`)."""
+    if not has_spread(values_N, eps):
+        return [0.0] * len(values_N)
+    mean = math.fsum(values_N) / len(values_N)
+    return [x - mean for x in values_N]

@@ -9,7 +9,7 @@ import pytest
 from services.common.algo.integrated_reward import mean_vote, step_rewards
 from services.common.algo.step_advantage import step_advantages
 from services.common.algo.task_acc import count_wins, task_acc
-from services.common.algo.zscore import has_spread, population_std, zscore
+from services.common.algo.zscore import centred, has_spread, population_std, zscore
 
 S = math.sqrt(1.5)  # 1.2247...: z of ±1 around 0 in a group {x, 0, -x}
 
@@ -21,6 +21,8 @@ def test_zscore_uses_population_std_and_zero_spread_gives_zeros() -> None:
     assert zscore([4.0]) == [0.0]
     assert zscore([]) == []
     assert not has_spread([2.0, 2.0 + 1e-9]) and has_spread([0.0, 1.0])
+    assert centred([1.0, 2.0, 6.0]) == pytest.approx([-2.0, -1.0, 3.0])
+    assert centred([5.0, 5.0]) == [0.0, 0.0] and centred([]) == []
 
 
 def test_task_acc_and_wins() -> None:
