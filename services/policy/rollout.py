@@ -10,7 +10,8 @@ that cannot be parsed is recorded with ``valid=False`` and handled by ``invalid_
 
 Never "index 0": an invalid answer never turns into an action.
 
-Who answers is an `Agent`: the policy's generator (`GeneratorAgent`, one batched call per step)
+Who answers is an `Agent`: the policy's generator (`GeneratorAgent`, one batched call per step;
+`MergedAgent`, whose steps share generate calls with the other jobs played at the same time)
 or a scripted player such as the cold start's expert (`services.offline.expert.ExpertAgent`).
 Every episode of the project, RL rollouts and expert demonstrations alike, is played by this
 one loop, so the prompts a model is trained on are the prompts it is asked in RL.
@@ -28,11 +29,12 @@ from rlanything.v1 import env_pb2
 from rlanything.v1.events_pb2 import RolloutJob, Trajectory, TrajectoryStep
 
 from services.common.models.generation import Chat, Completion, Generator, Sampling, generate_async
+from services.common.models.merging import MergingGenerator
 from services.policy.env_clients import EnvClient
 from services.common.answers import last_boxed
 from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
 
-__all__ = ["run_group", "sampling_of", "Agent", "GeneratorAgent", "unreachable_version"]
+__all__ = ["run_group", "sampling_of", "Agent", "GeneratorAgent", "MergedAgent", "unreachable_version"]
 
 
 class Agent(Protocol):
@@ -63,6 +65,25 @@ class GeneratorAgent:
         completions: list[Completion] = []
         for i in range(0, len(chats), self.max_batch):
             completions += await generate_async(self.generator, chats[i: i + self.max_batch], sampling)
+        return completions
+
+
+class MergedAgent:
+    """A model answers through a `MergingGenerator`: concurrent groups share generate calls.
+
+    The version reported is the one that answered this group's latest step.
+    """
+
+    def __init__(self, merger: MergingGenerator) -> None:
+        self.merger = merger
+        self._version = merger.generator.model_version
+
+    @property
+    def model_version(self) -> int:
+        return self._version
+
+    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+        completions, self._version = await self.merger.generate(chats, sampling)
         return completions
 
 

@@ -17,6 +17,7 @@ from services.common.errors import InvalidEventError, TransientError
 from services.common.kv import ProtoBucket
 from services.common.models.factory import build_generator
 from services.common.models.generation import Generator, HFGenerator
+from services.common.models.merging import MergingGenerator
 from services.common.models.source import require_source
 from services.common.admission import Admission
 from services.common.nats_server import free_port
@@ -30,7 +31,7 @@ from services.common.http_server import embedded_server
 from services.common.redaction import RegexRedactor
 from services.policy.capture import Capturer
 from services.policy.openai_api import build_app
-from services.policy.rollout import run_group, unreachable_version
+from services.policy.rollout import MergedAgent, run_group, unreachable_version
 
 
 
@@ -48,6 +49,8 @@ class PolicyService(Service):
         self.trains = self.cfg.role in ("all", "trainer")
         self.admission = Admission(self.cfg.max_pending_requests, "policy.max_pending_requests")
         """One bound for the OpenAI endpoint and gRPC Generate together."""
+        self.merger = MergingGenerator(self.generator, self.cfg.max_batch)
+        """Rollout jobs played at once share generate calls (``rollout.concurrent_jobs``)."""
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
@@ -88,8 +91,9 @@ class PolicyService(Service):
         out: list[Consumer] = []
         if self.serves:
             out.append(bus.consumer(stream="JOBS", durable="policy-rollout-workers", subject=Subjects.ROLLOUT_JOBS,
-                                    message_type=RolloutJob, handler=self.on_job,
-                                    fetch_batch=1))  # long jobs: idle replicas take the next one
+                                    message_type=RolloutJob, handler=self.on_job, concurrent=True,
+                                    # a fetch's jobs are played together; idle replicas take the next fetch
+                                    fetch_batch=self.cfg.rollout.concurrent_jobs))
         if self.trains:
             out.append(bus.consumer(stream="SAMPLES", durable="policy-trainer", subject=Subjects.SAMPLES_POLICY,
                                     message_type=PolicySampleBatch, handler=self.trainer.on_batch))
@@ -112,7 +116,7 @@ class PolicyService(Service):
                     raise TransientError(f"policy version {job.min_policy_version} not available "
                                          f"(serving {self.generator.model_version})")
                 await asyncio.sleep(0.5)
-        trajectories = await run_group(job, self.env, self.generator, self.cfg.rollout.history_steps,
+        trajectories = await run_group(job, self.env, MergedAgent(self.merger), self.cfg.rollout.history_steps,
                                        self.cfg.rollout.invalid_action, self.cfg.max_batch)
         for t in trajectories:
             await self.bus.publish(Subjects.TRAJ_COMPLETED, t, msg_id=t.trajectory_id)

@@ -20,6 +20,9 @@ class RolloutConfig(StrictModel):
     invalid_action: Literal["noop", "end_episode"] = Field(
         "noop", description="Unparseable answer: 'noop' keeps the state and counts the step; 'end_episode' loses.")
     version_wait_s: float = Field(120.0, gt=0, description="Seconds a job waits for its min_policy_version.")
+    concurrent_jobs: int = Field(
+        16, ge=1, description="Rollout jobs a worker plays at once; their steps share generate calls (up to "
+                              "max_batch chats). 1 = one job at a time, each step a batch of its live episodes.")
 
 
 class CaptureConfig(StrictModel):
