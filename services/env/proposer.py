@@ -9,7 +9,7 @@ asynchronous and stores the new task's text).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rlanything.v1.events_pb2 import DIRECTION_HARDER, TaskReport
@@ -90,11 +90,14 @@ class ParametricProposer(Proposer):
     1.0, both out of the band and rejected.
     """
 
-    def __init__(self, bad_step_threshold: float = 0.3, reseed_tries: int = 0, same_task_first: bool = False) -> None:
+    def __init__(self, bad_step_threshold: float = 0.3, reseed_tries: int = 0, same_task_first: bool = False,
+                 same_task_knobs: Sequence[str] = ()) -> None:
         self.bad_step_threshold = bad_step_threshold
         self.reseed_tries = reseed_tries
         self.same_task_first = same_task_first
         """Try the family's `Knob.same_task` knobs (e.g. gym_text's slip) before its preference order."""
+        self.same_task_knobs = tuple(same_task_knobs)
+        """Only these same-task knobs move (empty: all of a family's)."""
 
     def propose(self, family: TaskFamily, parent: TaskSpec, direction: int, report: TaskReport,
                 plan_length: int, attempt: int, try_index: int = 0, rejected: int = 0) -> Proposal | None:
@@ -112,7 +115,8 @@ class ParametricProposer(Proposer):
         try_index -= self.reseed_tries if plan_length > 0 else 0
         order = family.knob_preference(harder, share)
         if self.same_task_first:  # a knob moved away from its default earlier goes back first
-            same = [k.name for k in sorted((k for k in family.knobs if k.same_task),
+            same = [k.name for k in sorted((k for k in family.knobs if k.same_task and
+                                            (not self.same_task_knobs or k.name in self.same_task_knobs)),
                                            key=lambda k: not _returns_to_default(k, parent.knobs, harder))]
             order = same + [name for name in order if name not in same]
             shift = 0 if any(family.move_knob(parent.knobs, name, harder) for name in same) else try_index
@@ -138,3 +142,16 @@ class ParametricProposer(Proposer):
                     f"seed {seed} (bad-step share {share:.2f})")
             return Proposal(TaskSpec(parent.family, knobs, seed), note)
         return None
+
+
+def check_same_task_knobs(families: Iterable[TaskFamily], names: Sequence[str]) -> None:
+    """Every name in ``env.adaptation.same_task_knobs`` is a same-task knob of a configured family.
+
+    Raises:
+        ValueError: a name that is not (the message names it and the knobs there are).
+    """
+    known = sorted({k.name for f in families for k in f.knobs if k.same_task})
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"env.adaptation.same_task_knobs: {unknown} are not same-task knobs of the configured "
+                         f"families (those are {known})")

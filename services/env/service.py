@@ -24,7 +24,7 @@ from services.env.grpc_service import SERVICE_NAME, EnvironmentServicer
 from services.env.live_tasks import LiveTasks
 from services.env.pool import TaskPool
 from services.env.model_proposer import ModelProposer
-from services.env.proposer import ParametricProposer
+from services.env.proposer import ParametricProposer, check_same_task_knobs
 from services.env.scheduler import Scheduler
 from services.env.sessions import SessionStore
 
@@ -38,6 +38,7 @@ class EnvService(Service):
         super().__init__(config)
         self.cfg: EnvServiceConfig = config.env
         self.families: dict[str, TaskFamily] = {f.type: build_family(f, self.cfg.cache_dir) for f in self.cfg.families}
+        check_same_task_knobs(self.families.values(), self.cfg.adaptation.same_task_knobs)
         self.sessions = SessionStore(self.cfg.session_idle_timeout_s, self.cfg.max_sessions)
         self.pool_ready = asyncio.Event()
 
@@ -60,7 +61,8 @@ class EnvService(Service):
         writer = ModelProposer(self.cfg.adaptation.model_proposer) if written else None
         self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold,
                                                                         self.cfg.adaptation.reseed_tries,
-                                                                        self.cfg.adaptation.same_task_first),
+                                                                        self.cfg.adaptation.same_task_first,
+                                                                        self.cfg.adaptation.same_task_knobs),
                                      self.cfg.adaptation, self.live, writer)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]

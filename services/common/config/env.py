@@ -120,6 +120,9 @@ class AdaptationConfig(StrictModel):
     same_task_first: bool = Field(
         False, description="Move a family's same-task knobs first (gym_text: slip, on the same map) and the others "
                            "only at their bounds: difficulty moves by a small step instead of a new task.")
+    same_task_knobs: list[str] = Field(
+        default_factory=list, description="With same_task_first: only these same-task knobs move (e.g. [head_start]: "
+                                          "a start along the shortest path, no slippery luck); empty = all of them.")
 
 
 class EnvServiceConfig(ServiceConfig):

@@ -10,7 +10,7 @@ from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER, TaskRep
 from services.common.errors import InvalidArgumentError
 from services.env.families.base import TaskSpec
 from services.env.families.gym_text import FrozenLakeFamily
-from services.env.proposer import ParametricProposer
+from services.env.proposer import ParametricProposer, check_same_task_knobs
 
 PARENT = TaskSpec("gym_text", {"size": 4.0, "hole_prob": 0.2}, 5)
 
@@ -93,3 +93,19 @@ def test_an_earlier_same_task_move_is_undone_first_and_a_rejection_takes_a_large
     steps = [proposer.propose(family, PARENT, DIRECTION_HARDER, TaskReport(), plan_length=6, attempt=0,
                               rejected=r).spec.knobs["slip"] for r in range(4)]
     assert steps == [0.1, 0.2, 0.3, 0.1]
+
+
+def test_same_task_knobs_limits_the_small_steps_to_the_named_knob() -> None:
+    """head_start only: a harder variant of a map at head start 0 is a new map, never a slippery one."""
+    family = FrozenLakeFamily(view="window")
+    proposer = ParametricProposer(same_task_first=True, same_task_knobs=["head_start"])
+    harder = proposer.propose(family, PARENT, DIRECTION_HARDER, TaskReport(), plan_length=6, attempt=3)
+    assert not harder.same_task and "slip" not in harder.spec.knobs and harder.spec.seed != PARENT.seed
+    easier = proposer.propose(family, PARENT, DIRECTION_EASIER, TaskReport(), plan_length=6, attempt=3)
+    assert easier.same_task and easier.spec.knobs == {**PARENT.knobs, "head_start": 1.0}
+
+
+def test_an_unknown_same_task_knob_fails_at_start_up_naming_it() -> None:
+    check_same_task_knobs([FrozenLakeFamily()], ["head_start", "slip"])
+    with pytest.raises(ValueError, match=r"same_task_knobs: \['size'\] are not same-task knobs .*'head_start', 'slip'"):
+        check_same_task_knobs([FrozenLakeFamily()], ["size"])
