@@ -158,6 +158,10 @@ class Trainer:
         self.min_samples_async = min_samples_async
         self._lock = asyncio.Lock()
         self._recovered = False
+        self._keys: list[str] = []
+        """The stored batch keys, in store order: listed from the store once at recovery, then kept
+        here (one trainer per role writes the store). Listing the bucket on every batch cost ~60 ms,
+        ~20 s per evaluation round of 300 (empty) evaluation batches."""
         self.last_metrics: dict[str, float] = {}
 
     @classmethod
@@ -184,20 +188,21 @@ class Trainer:
             if not self._recovered:
                 if latest is not None:
                     await self._forget(latest.batch_keys, int(latest.version))
+                self._keys = await self.store.keys()
                 self._recovered = True
             if (await self.trained.get(batch_key(round_, batch_id, live)))[0] is not None:
                 return  # redelivered after a version was trained on it
             trained_round = latest.trained_on_round if latest else -1
             if live:  # kept until the next training, whatever round that is; it names no round itself
-                await self.store.put(batch_key(round_, batch_id, live=True), batch)
+                await self._put(batch_key(round_, batch_id, live=True), batch)
                 if self.mode == "sync":
                     return
                 round_ = max(trained_round, 0)
             elif self.mode == "sync" and round_ <= trained_round:
                 return  # redelivered after its round was trained
             else:
-                await self.store.put(batch_key(round_, batch_id), batch)
-            keys = await self.store.keys()
+                await self._put(batch_key(round_, batch_id), batch)
+            keys = list(self._keys)
             if self.mode == "sync":
                 mine = round_complete(keys, round_, jobs)
                 if mine is not None:
@@ -232,8 +237,15 @@ class Trainer:
             TRAINER_METRICS.labels(self.role, k).set(v)
         log.info("trained", extra={"role": self.role, "round": round_, "version": version, **metrics})
 
+    async def _put(self, key: str, batch: Message) -> None:
+        await self.store.put(key, batch)
+        if key not in self._keys:
+            self._keys.append(key)
+
     async def _forget(self, keys: Sequence[str], version: int) -> None:
         """Mark ``keys`` trained by ``version``, then delete the stored batches (idempotent)."""
         for key in keys:
             await self.trained.put(key, ModelVersion(version=version))
             await self.store.kv.delete(key)
+        gone = set(keys)
+        self._keys = [k for k in self._keys if k not in gone]

@@ -20,11 +20,12 @@ import torch
 from rlanything.v1.events_pb2 import RolloutJob, SamplingParams, TaskRef
 from services.common.config import FamilyConfig, SFTConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
+from services.common.models.merging import MergingGenerator
 from services.common.models.tiny import build_tiny_model, train_tokenizer
 from services.env.families.base import TaskFamily, TaskSpec
 from services.offline.local_env import LocalEnvClient
 from services.offline.expert import Demonstration, expert_demonstrations_async, run_sync
-from services.policy.rollout import run_group
+from services.policy.rollout import MergedAgent, run_group
 
 __all__ = ["SFTResult", "demonstrations", "build_tiny_for", "supervised_train", "success_rate", "held_out_specs"]
 
@@ -122,8 +123,10 @@ def success_rate(generator: HFGenerator, family: TaskFamily, specs: Sequence[Tas
                            sampling=SamplingParams(temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens))
                 for slot in by_ref]
         outcomes: list[int] = []
-        for i in range(0, len(jobs), 16):  # 16 jobs at a time: batched generation across them
-            groups = await asyncio.gather(*(run_group(j, env, generator, history_steps) for j in jobs[i: i + 16]))
+        merger = MergingGenerator(generator)  # the steps of jobs played together share generate calls
+        for i in range(0, len(jobs), 16):  # 16 jobs at a time, as a rollout worker plays them
+            groups = await asyncio.gather(*(run_group(j, env, MergedAgent(merger), history_steps)
+                                            for j in jobs[i: i + 16]))
             outcomes += [t.outcome for g in groups for t in g]
         return outcomes
 
