@@ -8,9 +8,11 @@ Without RUN_DIR it runs ``rlanything run configs/default.yaml`` for 6 rounds int
 Work seconds are measured inside the services (policy generation and env calls by the rollout
 worker, judge generation by the judge workers, training and checkpoint saving by each trainer);
 "framework + waiting" is the rest of the round's wall time: event transport, (de)serialisation,
-KV bookkeeping, hot-loading checkpoints, and waiting on the slowest stage. Processes overlap
-(rollouts of later jobs run while the judge votes on earlier ones), so the work columns can add
-up to more than the wall time; the overhead is then reported as 0.
+KV bookkeeping, hot-loading checkpoints, and waiting on the slowest stage. Policy generation is
+each job's share of the merged generate calls (a worker plays several jobs at once), so it counts
+each call once; env steps are the jobs' waits on env calls, which overlap across those jobs.
+Processes overlap (rollouts of later jobs run while the judge votes on earlier ones), so the work
+columns can add up to more than the wall time; the overhead is then reported as 0.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ turns the sums of one round into the slash-namespaced metrics of docs/algorithm.
 | policy/response_tokens_mean | response tokens / steps, over every trajectory |
 | policy/invalid_answer_rate | steps whose answer was no valid ``\\boxed{i}`` / steps, over every trajectory |
 | policy/truncated_response_rate | steps whose response was cut by max_new_tokens / steps, over every trajectory |
-| time/generate_s, time/env_s, time/judge_s | seconds of policy generation, env calls and judge generation, summed over the round's jobs |
+| time/generate_s, time/env_s, time/judge_s | seconds of policy generation (each job's share of merged generate calls), env calls (waits, overlapping across jobs played at once) and judge generation, summed over the round's jobs |
 | policy/staleness | max over trajectories of (latest announced policy version − its version) |
 | critic/* | groups_complete, groups_partial, groups_candidate, trajectories, policy_samples, reward_samples |
 | reward/labelled_steps | judged steps with an oracle label (what reward/step_accuracy is measured on; 0 = no accuracy) |

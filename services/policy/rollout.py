@@ -71,20 +71,24 @@ class GeneratorAgent:
 class MergedAgent:
     """A model answers through a `MergingGenerator`: concurrent groups share generate calls.
 
-    The version reported is the one that answered this group's latest step.
+    The version reported is the one that answered this group's latest step; ``last_answer_s`` is
+    that step's share of the merged calls' wall time (seconds), which `run_group` records as the
+    group's generation time instead of its wait (concurrent groups would each count the same call).
     """
 
     def __init__(self, merger: MergingGenerator) -> None:
         self.merger = merger
         self._version = merger.generator.model_version
+        self.last_answer_s: float | None = None
 
     @property
     def model_version(self) -> int:
         return self._version
 
     async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
-        completions, self._version = await self.merger.generate(chats, sampling)
-        return completions
+        merged = await self.merger.generate(chats, sampling)
+        self._version, self.last_answer_s = merged.model_version, merged.seconds
+        return merged.completions
 
 
 @dataclass
@@ -148,7 +152,8 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
                      else step_chat(e.task_text, e.history, e.observation, e.admissible, history_steps) for e in live]
             start = time.perf_counter()
             completions = await agent.answer([e.session_id for e in live], chats, sampling)
-            generate_s += time.perf_counter() - start
+            share = getattr(agent, "last_answer_s", None)  # a merged call's share (MergedAgent), else the wait
+            generate_s += share if share is not None else time.perf_counter() - start
             version = agent.model_version
             actions: list[str | None] = []
             for e, c in zip(live, completions):

@@ -14,6 +14,7 @@ over the context length) fails its own caller only.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,16 +22,27 @@ from prometheus_client import Histogram
 
 from services.common.models.generation import Chat, Completion, Generator, Sampling, generate_async
 
-__all__ = ["MergingGenerator"]
+__all__ = ["MergingGenerator", "Merged"]
 
 MERGED_CHATS = Histogram("rla_generate_merged_chats", "Chats per merged generate call.",
                          buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
 
 
+@dataclass(frozen=True)
+class Merged:
+    """The completions of one call, the model version that produced them, and the call's share of
+    the merged generate calls' wall time (seconds, by chat count: concurrent callers' shares add up
+    to the wall time once, where their waits would count it once per caller)."""
+
+    completions: list[Completion]
+    model_version: int
+    seconds: float
+
+
 @dataclass
 class _Call:
     chats: Sequence[Chat]
-    future: asyncio.Future[tuple[list[Completion], int]]
+    future: asyncio.Future[Merged]
 
 
 class MergingGenerator:
@@ -45,8 +57,8 @@ class MergingGenerator:
         self._pending: dict[Sampling, list[_Call]] = {}
         self._runner: asyncio.Task[None] | None = None
 
-    async def generate(self, chats: Sequence[Chat], sampling: Sampling) -> tuple[list[Completion], int]:
-        """One completion per chat, in order, and the model version that produced them.
+    async def generate(self, chats: Sequence[Chat], sampling: Sampling) -> Merged:
+        """One completion per chat, in order, the model version that produced them, the time share.
 
         Calls with an equal ``sampling`` (temperature, top_p, max_new_tokens, stop, seed) that wait
         at the same time share generate calls; a ``seed`` then seeds the merged call, not this one.
@@ -55,8 +67,8 @@ class MergingGenerator:
             Exception: whatever the generator raised for these chats (alone, after a merged failure).
         """
         if not chats:
-            return [], self.generator.model_version
-        future: asyncio.Future[tuple[list[Completion], int]] = asyncio.get_running_loop().create_future()
+            return Merged([], self.generator.model_version, 0.0)
+        future: asyncio.Future[Merged] = asyncio.get_running_loop().create_future()
         self._pending.setdefault(sampling, []).append(_Call(list(chats), future))
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._drain(), name="generate-merger")
@@ -91,13 +103,16 @@ class MergingGenerator:
         """
         chats = [chat for c in calls for chat in c.chats]
         version = self.generator.model_version
+        started = time.perf_counter()
         completions: list[Completion] = []
         for i in range(0, len(chats), self.max_batch):
             chunk = chats[i: i + self.max_batch]
             MERGED_CHATS.observe(len(chunk))
             completions += await generate_async(self.generator, chunk, sampling)
+        seconds = time.perf_counter() - started
         start = 0
         for c in calls:
             if not c.future.done():
-                c.future.set_result((completions[start: start + len(c.chats)], version))
+                c.future.set_result(Merged(completions[start: start + len(c.chats)], version,
+                                           seconds * len(c.chats) / len(chats)))
             start += len(c.chats)

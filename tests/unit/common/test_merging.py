@@ -40,7 +40,8 @@ def test_concurrent_calls_share_one_generate_call_and_get_their_own_answers_in_o
     async def main() -> list[list[str]]:
         outs = await asyncio.gather(*(merger.generate([chat(f"{i}.{j}") for j in range(i + 1)], Sampling(0.8))
                                       for i in range(5)))
-        return [[c.text for c in cs] for cs, _version in outs]
+        assert all(o.seconds >= 0 for o in outs)
+        return [[c.text for c in o.completions] for o in outs]
 
     texts = asyncio.run(main())
     assert texts == [[f"{i}.{j}" for j in range(i + 1)] for i in range(5)]
@@ -69,7 +70,7 @@ def test_a_call_the_backend_cannot_handle_fails_alone() -> None:
                                     merger.generate([chat("poison")], Sampling()), return_exceptions=True)
 
     ok, bad = asyncio.run(main())
-    assert [c.text for c in ok[0]] == ["ok"]
+    assert [c.text for c in ok.completions] == ["ok"]
     assert isinstance(bad, ValueError)
 
 
@@ -100,3 +101,23 @@ def test_groups_played_at_once_through_a_merged_agent_share_each_step() -> None:
 def test_max_batch_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="max_batch must be >= 1, got 0"):
         MergingGenerator(Echo(), max_batch=0)
+
+
+def test_time_shares_of_concurrent_calls_add_up_to_the_merged_call_once() -> None:
+    """Four callers of a 0.2 s call: shares by chat count (1:1:2:4 of 8), summing to ~0.2 s, not 4 × 0.2."""
+    import time
+
+    class Slow(Echo):
+        def generate(self, chats, sampling, cancel=None):
+            time.sleep(0.2)
+            return super().generate(chats, sampling, cancel)
+
+    merger = MergingGenerator(Slow())
+
+    async def main():
+        return await asyncio.gather(*(merger.generate([chat("x")] * n, Sampling()) for n in (1, 1, 2, 4)))
+
+    outs = asyncio.run(main())
+    shares = [o.seconds for o in outs]
+    assert 0.19 <= sum(shares) <= 0.4
+    assert shares[3] == pytest.approx(4 * shares[0]) and shares[2] == pytest.approx(2 * shares[0])
