@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from rlanything.v1.events_pb2 import RolloutJob, SamplingParams, TaskRef, Trajectory
 
-from services.common.models.generation import Chat, Completion, Sampling
+from services.common.models.generation import Chat, Completion, Sampling, Seeds
 from services.env.families.base import TaskFamily, TaskSpec
 from services.offline.local_env import LocalEnvClient
 from services.policy.rollout import run_group
@@ -82,7 +82,9 @@ class ExpertAgent:
         self.stop_without_oracle = stop_without_oracle
         self.answered: list[Answered] = []
 
-    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling,
+                     seeds: Seeds = None) -> list[Completion]:
+        """The expert's answers; ``seeds`` are ignored (its draws come from ``rng``, in call order)."""
         out = []
         for sid, chat in zip(session_ids, chats):
             text, expert = await asyncio.to_thread(self._choose, sid)

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.common.admission import Admission
 from services.common.errors import BusyError, ContextLengthError, InvalidArgumentError
 from services.common.models.generation import GenerationCancelled, Generator, Sampling, generate_async
+from services.common.seeding import derive_seed
 from services.policy.capture import CAPTURES, CaptureHeaderError, Capturer, capture_ticket
 
 __all__ = ["build_app"]
@@ -124,11 +125,13 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
                           "only); leave it out or set it to 0", "top_logprobs")
         stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
         sampling = Sampling(temperature=req.temperature, top_p=req.top_p,
-                            max_new_tokens=req.max_completion_tokens or req.max_tokens or 256, stop=stop, seed=req.seed)
+                            max_new_tokens=req.max_completion_tokens or req.max_tokens or 256, stop=stop)
+        # OpenAI's `seed`: this chat alone is seeded, so concurrent requests do not change its draw
+        seeds = None if req.seed is None else [derive_seed("openai", req.seed)]
         chat_ = [{"role": m.role, "content": m.content or ""} for m in req.messages]
         try:
             with gate.slot():
-                done = await _unless_disconnected(request, generate_async(generator, [chat_], sampling))
+                done = await _unless_disconnected(request, generate_async(generator, [chat_], sampling, seeds))
         except BusyError as exc:
             return _error(str(exc), None, status=429, code="rate_limit_exceeded", kind="rate_limit_error",
                           headers={"Retry-After": "1"})

@@ -28,13 +28,14 @@ from typing import Protocol
 from rlanything.v1 import env_pb2
 from rlanything.v1.events_pb2 import RolloutJob, Trajectory, TrajectoryStep
 
-from services.common.models.generation import Chat, Completion, Generator, Sampling, generate_async
+from services.common.models.generation import Chat, Completion, Generator, Sampling, Seeds, generate_async
 from services.common.models.merging import MergingGenerator
 from services.policy.env_clients import EnvClient
 from services.common.answers import last_boxed
+from services.common.seeding import derive_seed
 from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
 
-__all__ = ["run_group", "sampling_of", "Agent", "GeneratorAgent", "MergedAgent", "unreachable_version"]
+__all__ = ["run_group", "sampling_of", "step_seed", "Agent", "GeneratorAgent", "MergedAgent", "unreachable_version"]
 
 
 class Agent(Protocol):
@@ -45,8 +46,10 @@ class Agent(Protocol):
         """Version of the weights that answered (0 for a scripted player)."""
         ...
 
-    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
-        """``session_ids[i]`` is the env session whose step ``chats[i]`` asks for."""
+    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling,
+                     seeds: Seeds = None) -> list[Completion]:
+        """``session_ids[i]`` is the env session whose step ``chats[i]`` asks for; ``seeds[i]`` (when
+        given) seeds that chat's sampling alone (see `Generator.generate`)."""
         ...
 
 
@@ -61,10 +64,12 @@ class GeneratorAgent:
     def model_version(self) -> int:
         return self.generator.model_version
 
-    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling,
+                     seeds: Seeds = None) -> list[Completion]:
         completions: list[Completion] = []
         for i in range(0, len(chats), self.max_batch):
-            completions += await generate_async(self.generator, chats[i: i + self.max_batch], sampling)
+            completions += await generate_async(self.generator, chats[i: i + self.max_batch], sampling,
+                                                None if seeds is None else seeds[i: i + self.max_batch])
         return completions
 
 
@@ -85,8 +90,9 @@ class MergedAgent:
     def model_version(self) -> int:
         return self._version
 
-    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
-        merged = await self.merger.generate(chats, sampling)
+    async def answer(self, session_ids: Sequence[str], chats: Sequence[Chat], sampling: Sampling,
+                     seeds: Seeds = None) -> list[Completion]:
+        merged = await self.merger.generate(chats, sampling, seeds)
         self._version, self.last_answer_s = merged.model_version, merged.seconds
         return merged.completions
 
@@ -122,6 +128,13 @@ def unreachable_version(min_version: int, latest_announced: int | None) -> str |
     return None
 
 
+def step_seed(episode_seed: int, step: int) -> int:
+    """The sampling seed of an episode's ``step``-th answer (pure): derived from the episode's reset
+    seed, which the scheduler draws from the run's seed, so a run of one seed samples the same
+    answers however its steps were batched."""
+    return derive_seed("rollout", int(episode_seed), step)
+
+
 def sampling_of(job: RolloutJob) -> Sampling:
     """The job's sampling settings (``\\boxed{}`` answers end at the closing brace's stop)."""
     s = job.sampling
@@ -151,7 +164,8 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
             chats = [single_turn_chat(e.task_text) if e.single_turn
                      else step_chat(e.task_text, e.history, e.observation, e.admissible, history_steps) for e in live]
             start = time.perf_counter()
-            completions = await agent.answer([e.session_id for e in live], chats, sampling)
+            seeds = [step_seed(job.seeds[e.index], len(e.steps)) for e in live]
+            completions = await agent.answer([e.session_id for e in live], chats, sampling, seeds)
             share = getattr(agent, "last_answer_s", None)  # a merged call's share (MergedAgent), else the wait
             generate_s += share if share is not None else time.perf_counter() - start
             version = agent.model_version

@@ -27,6 +27,7 @@ from rlanything.v1.reward_pb2 import StepToJudge
 from services.common.config import RewardServiceConfig
 from services.common.models.generation import Generator, Sampling
 from services.common.models.factory import build_generator
+from services.common.seeding import derive_seed
 from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, chat_judge_chat, judge_chat
 from services.reward.votes import label_vote, mean_vote, parse_vote
 
@@ -43,11 +44,14 @@ class JudgeSettings:
     """Tokens per vote."""
     max_batch: int = 64
     """Chats (steps × votes) per generate call."""
+    seed: int = 0
+    """The run's seed: vote v of step ``step_id`` samples with ``derive_seed("judge", seed, step_id, v)``,
+    so its draw does not depend on the steps it was batched with (steps without an id: unseeded)."""
 
     @classmethod
-    def of(cls, cfg: RewardServiceConfig) -> "JudgeSettings":
-        """The settings in the reward service's config."""
-        return cls(cfg.prompt_chars, cfg.field_chars, cfg.max_new_tokens, cfg.max_batch)
+    def of(cls, cfg: RewardServiceConfig, seed: int = 0) -> "JudgeSettings":
+        """The settings in the reward service's config, votes seeded from the run's ``seed``."""
+        return cls(cfg.prompt_chars, cfg.field_chars, cfg.max_new_tokens, cfg.max_batch, seed)
 
 
 class Judge(ABC):
@@ -92,10 +96,11 @@ class LLMJudge(Judge):
                  judge_chat(x.task_text, x.prompt, x.response, x.next_observation, s.prompt_chars, s.field_chars)
                  for x in steps]
         flat = [chat for chat in chats for _ in range(votes)]
+        seeds = [derive_seed("judge", s.seed, x.step_id, v) if x.step_id else None for x in steps for v in range(votes)]
         sampling = Sampling(temperature=temperature, top_p=1.0, max_new_tokens=s.max_new_tokens)
         completions = []
         for i in range(0, len(flat), s.max_batch):
-            completions += self.generator.generate(flat[i: i + s.max_batch], sampling)
+            completions += self.generator.generate(flat[i: i + s.max_batch], sampling, None, seeds[i: i + s.max_batch])
         out = []
         for k, chat in enumerate(chats):
             mine = completions[k * votes: (k + 1) * votes]
@@ -122,15 +127,16 @@ class OracleJudge(Judge):
         return out
 
 
-def build_judge(cfg: RewardServiceConfig, source: str) -> Judge:
-    """The judge of ``cfg.backend``; ``source`` is the llm judge's weights (ignored otherwise).
+def build_judge(cfg: RewardServiceConfig, source: str, seed: int = 0) -> Judge:
+    """The judge of ``cfg.backend``; ``source`` is the llm judge's weights (ignored otherwise);
+    ``seed`` (the run's) seeds each vote (`JudgeSettings.seed`).
 
     Raises:
         ImportError: ``model.backend: vllm`` without the vllm extra installed.
     """
     if cfg.backend == "oracle":
         return OracleJudge()
-    settings = JudgeSettings.of(cfg)
+    settings = JudgeSettings.of(cfg, seed)
     if cfg.backend == "openai":
         remote = cfg.model.model_copy(update={"backend": "openai"})
         return LLMJudge(build_generator(remote, cfg.model.openai_model or "default"), settings, trainable=False)

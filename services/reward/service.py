@@ -57,7 +57,7 @@ class RewardService(Service):
         self.judges = self.cfg.role in ("all", "judge")
         self.trains = self.cfg.role in ("all", "trainer")
         self.source = require_source("reward", self.cfg.model) if self.cfg.backend == "llm" else ""
-        self.judge: Judge | None = build_judge(self.cfg, self.source) if self.judges else None
+        self.judge: Judge | None = build_judge(self.cfg, self.source, config.seed) if self.judges else None
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus

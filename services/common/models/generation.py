@@ -5,6 +5,12 @@ and the behaviour log-probs of those tokens (at temperature 1, the convention th
 plus the model version that produced it. `hf` and `vllm` swap in a new checkpoint without a
 restart (`load_version`).
 
+Sampling can be seeded per chat: ``generate(..., seeds=[...])`` makes chat i's tokens depend only
+on its prompt, the model and ``seeds[i]``, not on the other chats of the batch (`hf`: a per-row
+`torch.Generator`; `vllm` and `openai`: the per-request ``seed``). A rollout worker merges the
+steps of concurrent jobs into shared calls whose make-up depends on timing; with per-chat seeds a
+run of one seed still samples the same episodes.
+
 A call can be cancelled: ``generate(..., cancel=event)`` returns early with `GenerationCancelled`
 once ``event`` is set (the `hf` backend checks it before every new token and while it waits for the
 model); `generate_async` sets it when the awaiting task is cancelled (a gRPC deadline, a client
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import PreTrainedModel, StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedModel, StoppingCriteria, StoppingCriteriaList
 from transformers.utils import logging as hf_logging
 
 from services.common.errors import ContextLengthError
@@ -31,11 +37,24 @@ from services.common.models.loading import load_model
 
 __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "Chat", "eos_ids",
            "cut_at_eos", "GenerationCancelled", "generate_async", "check_context", "encode_chat", "shared_rows",
-           "shared_prefill"]
+           "shared_prefill", "Seeds", "check_seeds", "SeededSampler"]
 
 hf_logging.disable_progress_bar()
 Chat = Sequence[dict[str, str]]
 """A chat: ``[{"role": "user", "content": "..."}, ...]``."""
+Seeds = Sequence[int | None] | None
+"""Per-chat sampling seeds (one per chat; None in the list: that chat is not seeded), or None."""
+
+
+def check_seeds(chats: Sequence[Chat], seeds: Seeds) -> None:
+    """Raise ValueError unless ``seeds`` is None or holds one entry per chat, each None or in [0, 2**63)."""
+    if seeds is None:
+        return
+    if len(seeds) != len(chats):
+        raise ValueError(f"seeds must hold one seed per chat: {len(seeds)} seeds for {len(chats)} chats")
+    for i, s in enumerate(seeds):
+        if s is not None and not 0 <= s < 2**63:
+            raise ValueError(f"seeds[{i}] must be in [0, 2**63), got {s}")
 
 
 @dataclass(frozen=True)
@@ -76,10 +95,14 @@ class Generator(ABC):
 
     @abstractmethod
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
-                 cancel: threading.Event | None = None) -> list[Completion]:
+                 cancel: threading.Event | None = None, seeds: Seeds = None) -> list[Completion]:
         """One completion per chat, in order.
 
+        ``seeds[i]`` (when given and not None) seeds chat i alone: its completion does not depend on
+        the other chats of the call.
+
         Raises:
+            ValueError: ``seeds`` does not hold one seed per chat (`check_seeds`).
             GenerationCancelled: ``cancel`` was set before the completions were done (a backend
                 checks it as often as it can: every token for `hf`, between chats for `openai`).
         """
@@ -120,7 +143,8 @@ def encode_chat(tokenizer: Any, chat: Chat) -> list[int]:
     return [int(i) for i in (ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)]
 
 
-async def generate_async(generator: Generator, chats: Sequence[Chat], sampling: Sampling) -> list[Completion]:
+async def generate_async(generator: Generator, chats: Sequence[Chat], sampling: Sampling,
+                         seeds: Seeds = None) -> list[Completion]:
     """``generator.generate`` in a worker thread; cancelling the awaiting task cancels the generation.
 
     asyncio cannot stop a thread, so the task's cancellation sets the call's ``cancel`` event and
@@ -128,7 +152,7 @@ async def generate_async(generator: Generator, chats: Sequence[Chat], sampling: 
     """
     cancel = threading.Event()
     try:
-        return await asyncio.to_thread(generator.generate, chats, sampling, cancel)
+        return await asyncio.to_thread(generator.generate, chats, sampling, cancel, seeds)
     except asyncio.CancelledError:
         cancel.set()
         raise
@@ -178,7 +202,8 @@ class HFGenerator(Generator):
 
     @torch.no_grad()
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
-                 cancel: threading.Event | None = None) -> list[Completion]:
+                 cancel: threading.Event | None = None, seeds: Seeds = None) -> list[Completion]:
+        check_seeds(chats, seeds)
         loaded = self._loaded
         tok = loaded.tokenizer
         prompts = [self.encode_chat(c) for c in chats]
@@ -192,6 +217,11 @@ class HFGenerator(Generator):
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         greedy = sampling.temperature <= 0
+        processors = None
+        if seeds is not None and not greedy:  # our own sampler picks each row's token; generate takes it greedily
+            row_seeds = [int(torch.randint(2**62, ())) if x is None else x for x in seeds]
+            processors = LogitsProcessorList([SeededSampler(row_seeds, sampling.temperature, sampling.top_p)])
+        sample = not greedy and processors is None
         stop_ids = eos_ids(tok.eos_token_id, getattr(loaded.model.generation_config, "eos_token_id", None))
         criteria: list[StoppingCriteria] = [_StopOnText(tok, sampling.stop, width)] if sampling.stop else []
         if cancel is not None:
@@ -202,8 +232,8 @@ class HFGenerator(Generator):
             out = loaded.model.generate(
                 input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,
                 **({"cache": cache} if cache is not None else {}),
-                do_sample=not greedy, temperature=None if greedy else sampling.temperature,
-                top_p=None if greedy else sampling.top_p, top_k=None,
+                do_sample=sample, temperature=sampling.temperature if sample else None,
+                top_p=sampling.top_p if sample else None, top_k=None, logits_processor=processors,
                 stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
                 return_dict_in_generate=True, output_logits=True, pad_token_id=pad,
                 eos_token_id=stop_ids)
@@ -315,6 +345,47 @@ def _acquire(lock: threading.Lock, cancel: threading.Event | None, poll_s: float
         raise GenerationCancelled("generation cancelled while waiting for the model")
 
 
+class SeededSampler(LogitsProcessor):
+    """Sample each row's next token with that row's own `torch.Generator` (per-chat seeds).
+
+    At every step, row b draws one uniform number u from its generator and takes the token where
+    the cumulative distribution of softmax(scores_b / temperature), restricted to the top-p nucleus
+    (Holtzman et al. 2020) in descending order, first reaches u. The returned scores are 0 at that
+    token and -inf elsewhere, so `generate` run greedily emits it. Row b's k-th token then depends
+    only on its seed, its prompt and the model — not on the other rows (up to float rounding of
+    the logits, which moves a draw only when u lies within that rounding of a boundary).
+
+    Args:
+        seeds: one seed per row of the batch, each in [0, 2**63).
+        temperature: > 0.
+        top_p: nucleus mass in (0, 1].
+    """
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float = 1.0) -> None:
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self.temperature = temperature
+        self.top_p = top_p
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` [B, V] -> [B, V]: 0 at each row's sampled token, -inf elsewhere."""
+        if scores.shape[0] != len(self.generators):
+            raise ValueError(f"{len(self.generators)} seeds for a batch of {scores.shape[0]} rows")
+        probs_BV = torch.softmax(scores.float() / self.temperature, dim=-1)
+        sorted_BV, order_BV = probs_BV.sort(dim=-1, descending=True, stable=True)
+        before_BV = sorted_BV.cumsum(-1) - sorted_BV  # mass ranked above each token
+        sorted_BV = sorted_BV.masked_fill(before_BV >= self.top_p, 0.0)  # outside the nucleus (the top token stays)
+        cdf_BV = sorted_BV.cumsum(-1)
+        u_B1 = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in self.generators]).view(-1, 1)
+        rank_B1 = torch.searchsorted(cdf_BV.double(), u_B1 * cdf_BV[:, -1:].double()).clamp(max=scores.shape[1] - 1)
+        token_B1 = order_BV.gather(1, rank_B1.to(order_BV.device))
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter_(1, token_B1, 0.0)
+
+
 class _StopOnEvent(StoppingCriteria):
     """Stop every row once ``event`` is set (checked after each generated token)."""
 
@@ -350,22 +421,25 @@ class OpenAIGenerator(Generator):
         self.model = model
         self.max_parallel = max_parallel
 
-    def _one(self, chat: Chat, sampling: Sampling) -> Completion:
+    def _one(self, chat: Chat, sampling: Sampling, seed: int | None = None) -> Completion:
         response = self.client.chat.completions.create(
             model=self.model, messages=list(chat),  # type: ignore[arg-type]  # plain role/content dicts
             temperature=sampling.temperature, top_p=sampling.top_p,
             max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None, logprobs=True,
-            seed=sampling.seed)
+            seed=sampling.seed if seed is None else seed)
         choice = response.choices[0]
         logprobs = tuple(t.logprob for t in (choice.logprobs.content or [])) if choice.logprobs else ()
         return Completion(choice.message.content or "", (), (), logprobs, choice.finish_reason or "stop")
 
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
-                 cancel: threading.Event | None = None) -> list[Completion]:
-        def one(chat: Chat) -> Completion:
+                 cancel: threading.Event | None = None, seeds: Seeds = None) -> list[Completion]:
+        check_seeds(chats, seeds)
+        row_seeds = list(seeds) if seeds is not None else [None] * len(chats)
+
+        def one(i: int) -> Completion:
             if cancel is not None and cancel.is_set():
                 raise GenerationCancelled("generation cancelled by its caller")
-            return self._one(chat, sampling)
+            return self._one(chats[i], sampling, row_seeds[i])
 
         with ThreadPoolExecutor(self.max_parallel) as pool:
-            return list(pool.map(one, chats))
+            return list(pool.map(one, range(len(chats))))

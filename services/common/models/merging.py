@@ -7,6 +7,9 @@ per step. Alone, a held-out job (one episode) is a batch of one, and on a CPU a 
 pending call with the same `Sampling` as ONE `Generator.generate` call (split into chunks of at
 most ``max_batch`` chats) in a worker thread, so the event loop keeps serving.
 
+Per-chat seeds (``generate(chats, sampling, seeds=...)``) travel with their chats into the merged
+call, so a seeded chat samples the same tokens whatever it was merged with.
+
 A merged call that fails is retried call by call, so a chat the backend cannot handle (a prompt
 over the context length) fails its own caller only.
 """
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
-from services.common.models.generation import Chat, Completion, Generator, Sampling, generate_async
+from services.common.models.generation import Chat, Completion, Generator, Sampling, Seeds, check_seeds, generate_async
 
 __all__ = ["MergingGenerator", "Merged"]
 
@@ -42,6 +45,7 @@ class Merged:
 @dataclass
 class _Call:
     chats: Sequence[Chat]
+    seeds: Seeds
     future: asyncio.Future[Merged]
 
 
@@ -57,19 +61,22 @@ class MergingGenerator:
         self._pending: dict[Sampling, list[_Call]] = {}
         self._runner: asyncio.Task[None] | None = None
 
-    async def generate(self, chats: Sequence[Chat], sampling: Sampling) -> Merged:
+    async def generate(self, chats: Sequence[Chat], sampling: Sampling, seeds: Seeds = None) -> Merged:
         """One completion per chat, in order, the model version that produced them, the time share.
 
         Calls with an equal ``sampling`` (temperature, top_p, max_new_tokens, stop, seed) that wait
-        at the same time share generate calls; a ``seed`` then seeds the merged call, not this one.
+        at the same time share generate calls; a ``sampling.seed`` then seeds the merged call, not
+        this one, where per-chat ``seeds`` stay with their chats.
 
         Raises:
+            ValueError: ``seeds`` does not hold one seed per chat.
             Exception: whatever the generator raised for these chats (alone, after a merged failure).
         """
         if not chats:
             return Merged([], self.generator.model_version, 0.0)
+        check_seeds(chats, seeds)
         future: asyncio.Future[Merged] = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(sampling, []).append(_Call(list(chats), future))
+        self._pending.setdefault(sampling, []).append(_Call(list(chats), None if seeds is None else list(seeds), future))
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._drain(), name="generate-merger")
         return await future
@@ -102,13 +109,17 @@ class MergingGenerator:
             Exception: whatever the generator raised (no future is resolved then).
         """
         chats = [chat for c in calls for chat in c.chats]
+        seeds: list[int | None] | None = None
+        if any(c.seeds is not None for c in calls):
+            seeds = [s for c in calls for s in (c.seeds if c.seeds is not None else [None] * len(c.chats))]
         version = self.generator.model_version
         started = time.perf_counter()
         completions: list[Completion] = []
         for i in range(0, len(chats), self.max_batch):
             chunk = chats[i: i + self.max_batch]
             MERGED_CHATS.observe(len(chunk))
-            completions += await generate_async(self.generator, chunk, sampling)
+            completions += await generate_async(self.generator, chunk, sampling,
+                                                None if seeds is None else seeds[i: i + self.max_batch])
         seconds = time.perf_counter() - started
         start = 0
         for c in calls:

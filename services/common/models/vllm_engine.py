@@ -31,7 +31,9 @@ from services.common.models.generation import (
     GenerationCancelled,
     Generator,
     Sampling,
+    Seeds,
     check_context,
+    check_seeds,
     encode_chat,
 )
 from services.common.models.loading import resolve_model_path
@@ -96,17 +98,20 @@ class VLLMGenerator(Generator):
         return encode_chat(self.tokenizer, chat)
 
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
-                 cancel: threading.Event | None = None) -> list[Completion]:
+                 cancel: threading.Event | None = None, seeds: Seeds = None) -> list[Completion]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        check_seeds(chats, seeds)
         prompts = [self.encode_chat(c) for c in chats]
         if not prompts:
             return []
         check_context(max(len(p) for p in prompts), sampling.max_new_tokens, self.window)
-        params = SamplingParams(temperature=max(sampling.temperature, 0.0), top_p=sampling.top_p,
-                                max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
-                                logprobs=0, seed=sampling.seed)
+        row_seeds = list(seeds) if seeds is not None else [None] * len(prompts)
+        params = [SamplingParams(temperature=max(sampling.temperature, 0.0), top_p=sampling.top_p,
+                                 max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
+                                 logprobs=0, seed=sampling.seed if seed is None else seed)  # per request: seeded alone
+                  for seed in row_seeds]
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled("generation cancelled by its caller")
         with self._lock:

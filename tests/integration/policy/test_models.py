@@ -85,3 +85,22 @@ def test_repeated_prompts_share_one_prefill_and_answer_as_alone(tiny_model_dir: 
     # sampled repeats are drawn independently: 8 copies of one prompt do not all answer alike
     sampled = gen.generate([short] * 8, Sampling(temperature=1.0, max_new_tokens=8, seed=1))
     assert len({c.token_ids for c in sampled}) > 1
+
+
+def test_seeded_chats_sample_the_same_tokens_whatever_batch_they_share(tiny_model_dir: Path) -> None:
+    """A rollout worker merges concurrent jobs' steps into calls whose make-up depends on timing;
+    per-chat seeds keep each chat's draw its own (random weights, temperature 1: high entropy)."""
+    gen = HFGenerator(str(tiny_model_dir))
+    a = [{"role": "user", "content": "Task: walk to G"}]
+    b = [{"role": "user", "content": "Task: a much longer prompt that pads the other rows of the batch"}]
+    s = Sampling(temperature=1.0, max_new_tokens=10)
+    alone = gen.generate([a, a, a], s, seeds=[11, 12, 13])
+    mixed = gen.generate([b, a, b, a, a], s, seeds=[5, 12, 6, 13, 11])
+    assert [c.token_ids for c in alone] == [mixed[4].token_ids, mixed[1].token_ids, mixed[3].token_ids]
+    assert len({c.token_ids for c in alone}) == 3  # the seeds do differ in what they draw
+    for c in mixed:  # behaviour log-probs are still the model's at temperature 1
+        ids = torch.tensor([list(c.prompt_token_ids) + list(c.token_ids)])
+        again = token_logprobs(gen.model, ids, torch.ones_like(ids))[0, len(c.prompt_token_ids):]
+        assert torch.allclose(again, torch.tensor(c.logprobs), atol=1e-4)
+    with pytest.raises(ValueError, match="one seed per chat: 2 seeds for 3 chats"):
+        gen.generate([a, a, a], s, seeds=[1, 2])

@@ -65,3 +65,18 @@ def test_stream_deltas_rebuild_the_text_exactly() -> None:
     assert "".join(stream_deltas("ab", ["ab", "</stop>"])) == "ab"
     assert "".join(stream_deltas("héllo", ["h", "\ufffd", "llo"])) == "héllo"
     assert stream_deltas("", ["<eos>"]) == []
+
+
+def test_a_seeded_request_answers_the_same_beside_concurrent_unseeded_ones(client) -> None:
+    """OpenAI's `seed`: the chat is seeded alone, so traffic around it does not change its draw."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(seed: int | None) -> str:
+        return client.chat.completions.create(model="tiny", messages=CHAT, temperature=1.0, max_tokens=10,
+                                              seed=seed).choices[0].message.content
+
+    first = ask(3)
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(ask, [None, 3, None, 3, None, 3]))
+    assert answers[1] == answers[3] == answers[5] == first
+    assert len({ask(s) for s in range(1, 7)}) > 1  # other seeds draw other answers (random weights, T=1)

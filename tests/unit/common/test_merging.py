@@ -22,7 +22,7 @@ class Echo(Generator):
     def __init__(self) -> None:
         self.calls: list[int] = []
 
-    def generate(self, chats: Sequence[Chat], sampling: Sampling, cancel=None) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], sampling: Sampling, cancel=None, seeds=None) -> list[Completion]:
         self.calls.append(len(chats))
         if any(c[-1]["content"] == "poison" for c in chats):
             raise ValueError("poison chat")
@@ -80,7 +80,7 @@ def test_groups_played_at_once_through_a_merged_agent_share_each_step() -> None:
     env = LocalEnvClient({"gym_text": FrozenLakeFamily()}, lambda ref: spec)
 
     class Down(Echo):
-        def generate(self, chats, sampling, cancel=None):
+        def generate(self, chats, sampling, cancel=None, seeds=None):
             self.calls.append(len(chats))
             return [Completion("\\boxed{1}", (1,), (2,), (-0.5,), "stop") for _ in chats]
 
@@ -108,7 +108,7 @@ def test_time_shares_of_concurrent_calls_add_up_to_the_merged_call_once() -> Non
     import time
 
     class Slow(Echo):
-        def generate(self, chats, sampling, cancel=None):
+        def generate(self, chats, sampling, cancel=None, seeds=None):
             time.sleep(0.2)
             return super().generate(chats, sampling, cancel)
 
@@ -121,3 +121,56 @@ def test_time_shares_of_concurrent_calls_add_up_to_the_merged_call_once() -> Non
     shares = [o.seconds for o in outs]
     assert 0.19 <= sum(shares) <= 0.4
     assert shares[3] == pytest.approx(4 * shares[0]) and shares[2] == pytest.approx(2 * shares[0])
+
+
+def test_per_chat_seeds_travel_with_their_chats_into_the_merged_call() -> None:
+    class Seeded(Echo):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seeds: list[list[int | None] | None] = []
+
+        def generate(self, chats, sampling, cancel=None, seeds=None):
+            self.seeds.append(None if seeds is None else list(seeds))
+            return super().generate(chats, sampling, cancel)
+
+    gen = Seeded()
+    merger = MergingGenerator(gen, max_batch=3)
+
+    async def main() -> None:
+        await asyncio.gather(merger.generate([chat("a"), chat("b")], Sampling(0.8), seeds=[1, 2]),
+                             merger.generate([chat("c")], Sampling(0.8)),
+                             merger.generate([chat("d"), chat("e")], Sampling(0.8), seeds=[4, 5]))
+        await merger.generate([chat("f")], Sampling(0.8))
+        with pytest.raises(ValueError, match="1 seeds for 2 chats"):
+            await merger.generate([chat("g"), chat("h")], Sampling(0.8), seeds=[1])
+
+    asyncio.run(main())
+    assert gen.seeds == [[1, 2, None], [4, 5], None]  # chunks of 3; an unseeded call alone passes None
+
+
+def test_an_episodes_answers_are_seeded_by_its_reset_seed_and_step_whatever_group_it_is_in() -> None:
+    """The same episode seed in a job of 1 and in a job of 3 asks for the same seeds step by step."""
+    from services.policy.rollout import step_seed
+
+    spec = TaskSpec("gym_text", {"size": 4, "hole_prob": 0.2}, 3)
+    env = LocalEnvClient({"gym_text": FrozenLakeFamily()}, lambda ref: spec)
+
+    class Right(Echo):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seeds: list[int] = []
+
+        def generate(self, chats, sampling, cancel=None, seeds=None):
+            self.seeds += list(seeds or [])
+            return [Completion("\\boxed{3}", (1,), (2,), (-0.5,), "stop") for _ in chats]
+
+    def job(seeds: list[int]) -> RolloutJob:
+        return RolloutJob(job_id="j", task=TaskRef(slot_id="s", family="gym_text"), group_size=len(seeds),
+                          seeds=seeds, max_steps=2, sampling=SamplingParams(temperature=0.8, max_new_tokens=4))
+
+    alone, together = Right(), Right()
+    asyncio.run(run_group(job([42]), env, alone))
+    asyncio.run(run_group(job([7, 42, 9]), env, together))
+    assert alone.seeds == [step_seed(42, 0), step_seed(42, 1)][: len(alone.seeds)] and alone.seeds
+    assert set(alone.seeds) <= set(together.seeds)
+    assert step_seed(42, 0) != step_seed(42, 1) != step_seed(7, 1)

@@ -22,7 +22,7 @@ class Scripted(Generator):
     def __init__(self, script: list[tuple[str, str]]) -> None:
         self.script = list(script)
 
-    def generate(self, chats: Sequence[Chat], sampling: Sampling, cancel=None) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], sampling: Sampling, cancel=None, seeds=None) -> list[Completion]:
         text, finish = self.script.pop(0)
         return [Completion(text, (1,), (2, 3), (-0.1, -0.2), finish) for _ in chats]
 

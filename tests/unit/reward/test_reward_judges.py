@@ -23,10 +23,12 @@ class ScriptedGenerator(Generator):
         self.answers = list(answers)
         self.with_tokens = with_tokens
         self.calls: list[tuple[int, Sampling]] = []
+        self.seeds: list[int | None] = []
         self.n = 0
 
-    def generate(self, chats: Sequence[Chat], sampling: Sampling, cancel=None) -> list[Completion]:
+    def generate(self, chats: Sequence[Chat], sampling: Sampling, cancel=None, seeds=None) -> list[Completion]:
         self.calls.append((len(chats), sampling))
+        self.seeds += list(seeds) if seeds is not None else [None] * len(chats)
         out = []
         for chat in chats:
             text = self.answers[self.n % len(self.answers)]
@@ -55,6 +57,23 @@ def test_llm_judge_m_votes_per_step_in_order_batched() -> None:
     v = out[0].votes[0]
     assert v.response == "ok \\boxed{1}" and len(v.response_token_ids) == len(v.behaviour_logprobs) == len(v.response)
     assert judge.trainable and judge.model_version == 0
+
+
+def test_each_vote_is_seeded_by_the_runs_seed_its_step_id_and_its_index() -> None:
+    from services.common.seeding import derive_seed
+
+    def seeds_of(ids: list[str], seed: int) -> list[int | None]:
+        gen = ScriptedGenerator(["\\boxed{1}"])
+        steps = [StepToJudge(step_id=i, prompt="Now: x", response="\\boxed{2}") for i in ids]
+        LLMJudge(gen, JudgeSettings(max_batch=4, seed=seed)).judge(steps, votes=2, temperature=0.8)
+        return gen.seeds
+
+    both = seeds_of(["t/0", "t/1"], 5)
+    assert both == [derive_seed("judge", 5, "t/0", 0), derive_seed("judge", 5, "t/0", 1),
+                    derive_seed("judge", 5, "t/1", 0), derive_seed("judge", 5, "t/1", 1)]
+    assert seeds_of(["t/1"], 5) == both[2:]  # batched with other steps or not: the same draws
+    assert seeds_of(["t/1"], 6) != both[2:]  # another run seed, other draws
+    assert seeds_of([""], 5) == [None, None]  # a step without an id is not seeded
 
 
 def test_llm_judge_without_token_ids_keeps_no_logprobs() -> None:
