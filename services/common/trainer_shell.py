@@ -42,6 +42,7 @@ from services.common.bus import Delivery, EventBus
 from services.common.kv import ProtoBucket, escape_id
 from services.common.models.generation import HFGenerator
 from services.common.training import ppo_update
+from services.common.seeding import derive_seed
 
 __all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "round_complete", "async_quota_met",
            "batch_key", "TRAINER_METRICS", "LIVE_PREFIX"]
@@ -94,10 +95,13 @@ class PPOLearner:
 
     ``frozen``: announce a version per round without changing the weights (the fixed-judge
     ablation). With ``ppo.ref_beta`` a frozen copy of the starting weights is the KL anchor.
+    Version v's minibatch split is seeded from ``seed`` (the run's), the role and v.
     """
 
-    def __init__(self, generator: HFGenerator, ppo: PPOConfig, checkpoint_dir: str | Path, frozen: bool = False) -> None:
+    def __init__(self, generator: HFGenerator, ppo: PPOConfig, checkpoint_dir: str | Path, frozen: bool = False,
+                 seed: int = 0) -> None:
         self.generator = generator
+        self.seed = seed
         self.ppo = ppo
         self.checkpoint_dir = Path(checkpoint_dir)
         self.frozen = frozen
@@ -115,7 +119,8 @@ class PPOLearner:
             samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
         else:
             metrics = await asyncio.to_thread(ppo_update, self.generator.model, self.optimizer, samples, self.ppo,
-                                              self.generator.tokenizer.pad_token_id, recompute_old, self.reference)
+                                              self.generator.tokenizer.pad_token_id, recompute_old, self.reference,
+                                              derive_seed("ppo", self.seed, role, version))
         trained = time.perf_counter()
         if samples or latest_uri is None:
             uri = str(await asyncio.to_thread(save_checkpoint, self.generator.model, self.generator.tokenizer,

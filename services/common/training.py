@@ -70,8 +70,12 @@ def _steps_done(optimizer: torch.optim.Optimizer) -> int:
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
                cfg: PPOConfig, pad_id: int, recompute_old: bool = True,
-               reference: torch.nn.Module | None = None) -> dict[str, float]:
+               reference: torch.nn.Module | None = None, seed: int = 0) -> dict[str, float]:
     """Train ``model`` in place on ``samples``; returns metrics (``ppo/...`` keys).
+
+    ``seed`` seeds the minibatch split (its own `torch.Generator`, so that nothing else that draws
+    from torch's global generator in the process changes the update: same samples, same seed, same
+    weights).
 
     ``cfg.epochs`` passes over the data, each split into ``cfg.optimizer_steps`` minibatches (one
     AdamW step each). With ``cfg.max_kl > 0`` the update is a trust region: it stops before the
@@ -124,8 +128,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     model.train()
     steps = min(cfg.optimizer_steps, n)
     taken, stopped, reverted = 0, False, 0
+    split = torch.Generator().manual_seed(seed)
     for _epoch in range(cfg.epochs):
-        for chunk in torch.chunk(torch.randperm(n), steps):
+        for chunk in torch.chunk(torch.randperm(n, generator=split), steps):
             logp_BL = token_logprobs(model, batch.input_ids_BL[chunk], batch.attention_mask_BL[chunk])
             loss, stats = ppo_clip_loss(logp_BL, old_BL[chunk], batch.advantage_B[chunk], mask[chunk],
                                         eps=cfg.eps, beta=cfg.beta,

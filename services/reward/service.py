@@ -68,7 +68,8 @@ class RewardService(Service):
             learner: Learner
             if self.cfg.backend == "llm":
                 generator = HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device)
-                learner = PPOLearner(generator, self.cfg.ppo, self.cfg.checkpoint_dir, frozen=self.cfg.frozen)
+                learner = PPOLearner(generator, self.cfg.ppo, self.cfg.checkpoint_dir, frozen=self.cfg.frozen,
+                                     seed=self.config.seed)
             else:
                 learner = VersionOnlyLearner("oracle:" if self.cfg.backend == "oracle"
                                              else f"openai:{self.cfg.model.openai_base_url}")
