@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import grpc
 from rlanything.v1 import policy_pb2, policy_pb2_grpc
 from rlanything.v1.events_pb2 import SamplingParams
@@ -12,7 +10,6 @@ from services.common.admission import Admission
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
 from services.common.models.generation import Generator, Sampling, generate_async
-from services.common.seeding import derive_seed
 
 __all__ = ["PolicyServicer", "SERVICE_NAME", "sampling_from_proto"]
 
@@ -76,9 +73,7 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
             raise InvalidArgumentError(f"at most {self.max_batch} prompts per request, got {len(chats)}")
         version = self.generator.model_version
         with self.admission.slot():
-            # a request's seed seeds each prompt alone (prompt i: derived from the seed and i)
-            seeds = None if sampling.seed is None else [derive_seed("grpc", sampling.seed, i) for i in range(len(chats))]
-            completions = await generate_async(self.generator, chats, replace(sampling, seed=None), seeds)
+            completions = await generate_async(self.generator, chats, sampling)
         return policy_pb2.GenerateResponse(
             model_version=version,
             completions=[policy_pb2.Completion(text=c.text, prompt_token_ids=c.prompt_token_ids, token_ids=c.token_ids,

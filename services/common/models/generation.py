@@ -34,6 +34,7 @@ from transformers.utils import logging as hf_logging
 
 from services.common.errors import ContextLengthError
 from services.common.models.loading import load_model
+from services.common.seeding import derive_seed
 
 __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "Chat", "eos_ids",
            "cut_at_eos", "GenerationCancelled", "generate_async", "check_context", "encode_chat", "shared_rows",
@@ -69,6 +70,8 @@ class Sampling:
     stop: tuple[str, ...] = ()
     """Stop strings (the text is cut before them)."""
     seed: int | None = None
+    """A call-level seed: the `hf` backend seeds row i with ``derive_seed("call", seed, i)`` unless
+    per-chat ``seeds`` are given (it never touches torch's global generator)."""
 
 
 @dataclass(frozen=True)
@@ -214,8 +217,8 @@ class HFGenerator(Generator):
         pad = tok.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
-        if sampling.seed is not None:
-            torch.manual_seed(sampling.seed)
+        if seeds is None and sampling.seed is not None:  # a call-level seed seeds each row, never the global generator
+            seeds = [derive_seed("call", sampling.seed, i) for i in range(len(prompts))]
         greedy = sampling.temperature <= 0
         processors = None
         if seeds is not None and not greedy:  # our own sampler picks each row's token; generate takes it greedily
