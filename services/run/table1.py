@@ -92,13 +92,17 @@ def _cell(mean: float, std: float, n: int) -> str:
 
 
 def table_markdown(per_row: Mapping[str, Sequence[Mapping[str, float]]], header: str) -> str:
-    """bench/table1.md: one line per row (mean ± std over its runs), in `ROWS` order."""
-    lines = [header, "", "| row | runs | " + " | ".join(label for _, label in COLUMNS) + " |",
-             "|---|---:|" + "---:|" * len(COLUMNS)]
+    """bench/table1.md: one line per row (mean ± std over its runs), in `ROWS` order, and each run's
+    held-out gain in the order given (the seeds' order: a seed's runs share the cold start and the
+    held-out maps, so rows compare seed by seed)."""
+    lines = [header, "", "| row | runs | " + " | ".join(label for _, label in COLUMNS) + " | held-out gain by seed |",
+             "|---|---:|" + "---:|" * len(COLUMNS) + "---|"]
     for row in ROWS:
         runs = per_row.get(row.key, [])
         agg = aggregate(runs)
-        lines.append(f"| {row.label} | {len(runs)} | " + " | ".join(_cell(*agg[k]) for k, _ in COLUMNS) + " |")
+        gains = " / ".join(f"{s.get('heldout_gain', math.nan):+.3f}" for s in runs) or "–"
+        lines.append(f"| {row.label} | {len(runs)} | " + " | ".join(_cell(*agg[k]) for k, _ in COLUMNS)
+                     + f" | {gains} |")
     return "\n".join(lines) + "\n"
 
 

@@ -45,6 +45,7 @@ def test_aggregate_and_table() -> None:
     md = table_markdown({"full": runs}, "# T")
     assert "| + environment adaptation (full RLAnything) | 2 | 0.700 ± 0.100 |" in md
     assert "| outcome only (λ=0, frozen judge, no adaptation) | 0 | – |" in md
+    assert md.splitlines()[-1].endswith("| +0.200 / +0.400 |")  # each seed's gain, in seed order
 
 
 def test_curve_bands_by_round() -> None:
