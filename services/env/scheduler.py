@@ -2,7 +2,9 @@
 candidate (arXiv 2602.02488, "one round").
 
 * sync (faithful to the paper): round r+1 is released only when both the policy and the reward
-  model have announced a version trained on round r.
+  model have announced a version trained on round r, and the env has handled the task report of
+  every job of round r (bounded by ``sync_report_wait_s``): the next draw's weights and its pending
+  candidates then come from all of round r, whatever the timing, so a seed repeats its run.
 * async: keeps at most ``max_jobs_in_flight`` jobs published and not yet reported, each asking
   for a policy at most ``max_staleness`` versions behind the latest.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 
 from collections.abc import Sequence
 from typing import TypeVar
@@ -102,6 +105,9 @@ class Scheduler:
         """The shared loop section: ``mode`` (sync/async) and ``rounds``."""
         self.seed = seed
         self._lock = asyncio.Lock()
+        self._waiting: tuple[int, float] | None = None
+        """Sync: (round, monotonic s) since which that round has waited for reports of the last one."""
+        self._wake: set[asyncio.Task] = set()
 
     async def _model_round(self, role: str) -> tuple[int, int]:
         version, _ = await self.models.get(role)
@@ -120,18 +126,42 @@ class Scheduler:
         await self.tick()
 
     async def on_report(self, report: TaskReport) -> None:
-        """A job was reported by the critic: it is no longer in flight (async mode)."""
-        if self.loop.mode == "async":
-            def drop(s: SchedulerState | None) -> SchedulerState:
-                new = SchedulerState()
-                if s is not None:
-                    new.CopyFrom(s)
-                if report.job_id in new.open_jobs:
-                    new.open_jobs.remove(report.job_id)
-                return new
+        """A job was reported by the critic and its report handled: it is no longer open (async: in
+        flight; sync: awaited before the next round)."""
+        def drop(s: SchedulerState | None) -> SchedulerState:
+            new = SchedulerState()
+            if s is not None:
+                new.CopyFrom(s)
+            if report.job_id in new.open_jobs:
+                new.open_jobs.remove(report.job_id)
+            return new
 
+        async with self._lock:  # after the release that opened it has stored it
             await self.state.update("scheduler", drop)
-            await self.tick()
+        await self.tick()
+
+    def _reports_pending(self, state: SchedulerState) -> bool:
+        """Sync: must round ``state.next_round`` still wait for reports of the last round? Arms a
+        wake-up at the end of ``sync_report_wait_s``; after it, logs what is missing and says no."""
+        if not state.open_jobs:
+            self._waiting = None
+            return False
+        round_ = int(state.next_round)
+        if self._waiting is None or self._waiting[0] != round_:
+            self._waiting = (round_, time.monotonic())
+            task = asyncio.get_running_loop().create_task(self._tick_after(self.cfg.sync_report_wait_s))
+            self._wake.add(task)
+            task.add_done_callback(self._wake.discard)
+        if time.monotonic() - self._waiting[1] < self.cfg.sync_report_wait_s:
+            return True
+        log.warning("round released without every report of the last round",
+                    extra={"round": round_, "missing": len(state.open_jobs), "first_missing": state.open_jobs[0],
+                           "waited_s": self.cfg.sync_report_wait_s})
+        return False
+
+    async def _tick_after(self, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        await self.tick()
 
     async def tick(self) -> int:
         """Release what may be released now; returns the number of jobs published."""
@@ -145,7 +175,7 @@ class Scheduler:
             policy_round, policy_version = await self._model_round("policy")
             reward_round, _ = await self._model_round("reward")
             if self.loop.mode == "sync":
-                if not round_ready(state.next_round, policy_round, reward_round):
+                if not round_ready(state.next_round, policy_round, reward_round) or self._reports_pending(state):
                     return 0
                 return await self._release_round(state, min_policy_version=policy_version)
             if len(state.open_jobs) + self.cfg.tasks_per_round > self.cfg.max_jobs_in_flight and state.open_jobs:
@@ -188,8 +218,9 @@ class Scheduler:
             # one job decides a candidate: a second one (released before the first one's report was
             # handled) could find it rejected and dropped — NOT_FOUND, dead-lettered, a round that never ends
             new.candidate_jobs.extend(candidate_key(j.task.slot_id, j.task.version) for j in jobs if j.is_candidate)
-            if self.loop.mode == "async":
-                new.open_jobs.extend(j.job_id for j in jobs)
+            if self.loop.mode == "sync":  # what was still missing was waited for (sync_report_wait_s)
+                del new.open_jobs[:]
+            new.open_jobs.extend(j.job_id for j in jobs)
             return new
 
         await self.state.update("scheduler", advance)

@@ -76,6 +76,11 @@ class SchedulerConfig(StrictModel):
     band_high: float = Field(0.8, ge=0, le=1, description="Upper edge of the band for out_of_band_weight.")
     max_jobs_in_flight: int = Field(32, ge=1, description="async: jobs published and not yet reported.")
     max_staleness: int = Field(1, ge=0, description="async: policy versions a rollout may lag (0 = synchronous).")
+    sync_report_wait_s: float = Field(
+        60.0, ge=0, description="sync: seconds round r+1 waits, once both models trained on round r, for the env "
+                                "to have handled the task report of every job of round r (the accs that weight the "
+                                "next draw, the candidates it proposes); then it starts without the missing ones "
+                                "(logged). Makes which tasks a round draws independent of timing.")
     eval_every: int = Field(4, ge=0, description="Every this many rounds (and the last), also roll out every "
                                                  "held-out and out-of-distribution slot (0 = never).")
     eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")

@@ -113,7 +113,9 @@ async def test_pool_survives_restart_and_scheduler_follows_model_versions(spawn_
     train = [t for t in tasks if t.split == "train"]
     for t in train:
         for attempt in range(2):  # the second report must not add a second pending candidate
-            report = TaskReport(job_id=f"r0/{t.ref.slot_id}/v0/{attempt}", round=0, task=t.ref, group_size=4,
+            # the first names the round-0 job of that task (sync: round 1 waits for each job's report)
+            report = TaskReport(job_id=f"r0/{t.ref.slot_id}/v0" + ("/again" if attempt else ""), round=0,
+                                task=t.ref, group_size=4,
                                 rollouts=4, wins=4, acc=1.0, direction=DIRECTION_HARDER)
             await bus.publish(Subjects.CRITIC_TASK, report, msg_id=report.job_id)
     proposed = await events(bus, Subjects.ENV_POOL, "REPORTS", 6, TaskPoolEvent)

@@ -1,0 +1,73 @@
+"""Sync mode: round r+1 waits, once both models trained on round r, until the env has handled the
+task report of every job of round r, so the next draw's weights and candidates never depend on
+whether a report was late (in process, real NATS). The wait is bounded (``sync_report_wait_s``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
+from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion, RolloutJob, TaskReport
+from services.common.config import EnvServiceConfig
+from services.common.kv import ProtoBucket
+from services.common.streams import Subjects
+from services.env.families.registry import build_family
+from services.env.pool import TaskPool
+from services.env.scheduler import Scheduler
+from tests.support import events
+
+pytestmark = pytest.mark.integration
+
+
+async def _scheduler(bus, tmp_path, wait_s: float) -> Scheduler:
+    cfg = EnvServiceConfig.model_validate({
+        "cache_dir": str(tmp_path), "families": [{"type": "gym_text", "knobs": {"size": 4, "hole_prob": 0.2},
+                                                  "train_slots": 3, "heldout_slots": 0, "ood_slots": 0}],
+        "scheduler": {"tasks_per_round": 3, "group_size": 2, "eval_every": 0, "sync_report_wait_s": wait_s}})
+    families = {f.type: build_family(f, cfg.cache_dir) for f in cfg.families}
+    ready = asyncio.Event()
+    pool = TaskPool(await ProtoBucket.open(bus.js, "pool", TaskSlot), families)
+    assert await pool.seed(cfg, 0) == 3
+    ready.set()
+    return Scheduler(pool, bus, await ProtoBucket.open(bus.js, "pool_state", SchedulerState),
+                     await ProtoBucket.open(bus.js, "pool_models", ModelVersion), cfg.scheduler, seed=0,
+                     pool_ready=ready)
+
+
+async def _trained_on(scheduler: Scheduler, round_: int) -> None:
+    for role in (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL):
+        await scheduler.on_model_version(ModelVersion(role=role, version=round_ + 1, trained_on_round=round_), None)
+
+
+async def test_next_round_waits_for_every_report_of_the_last(bus, tmp_path) -> None:
+    scheduler = await _scheduler(bus, tmp_path, wait_s=60.0)
+    assert await scheduler.tick() == 3
+    jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)
+    await _trained_on(scheduler, 0)
+    assert await scheduler.tick() == 0  # both models trained on round 0, but no report handled yet
+    for job in jobs[:2]:
+        await scheduler.on_report(TaskReport(job_id=job.job_id, round=0))
+    assert await scheduler.tick() == 0  # one report still missing
+    state, _ = await scheduler.state.get("scheduler")
+    assert list(state.open_jobs) == [jobs[2].job_id] and state.next_round == 1
+    await scheduler.on_report(TaskReport(job_id=jobs[2].job_id, round=0))  # handling it releases round 1
+    state, _ = await scheduler.state.get("scheduler")
+    assert state.next_round == 2 and len(state.open_jobs) == 3
+    assert {j.round for j in await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)} == {1}
+
+
+async def test_a_report_that_never_comes_delays_the_round_by_the_bound_only(bus, tmp_path) -> None:
+    scheduler = await _scheduler(bus, tmp_path, wait_s=0.5)
+    assert await scheduler.tick() == 3
+    jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)
+    for job in jobs[1:]:
+        await scheduler.on_report(TaskReport(job_id=job.job_id, round=0))
+    await _trained_on(scheduler, 0)
+    state, _ = await scheduler.state.get("scheduler")
+    assert state.next_round == 1  # waiting for jobs[0]'s report
+    late = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob, timeout_s=10.0)  # no tick from the test
+    assert {j.round for j in late} == {1}
+    state, _ = await scheduler.state.get("scheduler")
+    assert jobs[0].job_id not in state.open_jobs and len(state.open_jobs) == 3  # the missing one is let go
