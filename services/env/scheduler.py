@@ -163,6 +163,11 @@ class Scheduler:
         await asyncio.sleep(delay_s)
         await self.tick()
 
+    def close(self) -> None:
+        """Cancel the pending wake-ups (service stop)."""
+        for task in list(self._wake):
+            task.cancel()
+
     async def tick(self) -> int:
         """Release what may be released now; returns the number of jobs published."""
         if not self.cfg.enabled or not self.pool_ready.is_set():

@@ -104,4 +104,6 @@ class EnvService(Service):
         await self.scheduler.on_report(report)
 
     async def on_stop(self) -> None:
+        if hasattr(self, "scheduler"):  # on_start may have failed before making it
+            self.scheduler.close()
         self.sessions.close_all()

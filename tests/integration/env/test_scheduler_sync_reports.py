@@ -71,3 +71,13 @@ async def test_a_report_that_never_comes_delays_the_round_by_the_bound_only(bus,
     assert {j.round for j in late} == {1}
     state, _ = await scheduler.state.get("scheduler")
     assert jobs[0].job_id not in state.open_jobs and len(state.open_jobs) == 3  # the missing one is let go
+
+
+async def test_stopping_cancels_the_pending_wake_up(bus, tmp_path) -> None:
+    scheduler = await _scheduler(bus, tmp_path, wait_s=60.0)
+    assert await scheduler.tick() == 3
+    await _trained_on(scheduler, 0)  # waits for the three reports: a wake-up in 60 s is armed
+    (wake,) = scheduler._wake
+    scheduler.close()
+    await asyncio.sleep(0)
+    assert wake.cancelled()
