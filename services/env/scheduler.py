@@ -160,8 +160,16 @@ class Scheduler:
         return False
 
     async def _tick_after(self, delay_s: float) -> None:
+        """Tick once ``delay_s`` has passed; a tick that fails (NATS restarting) is retried every
+        second, since no other event may come to release the round."""
         await asyncio.sleep(delay_s)
-        await self.tick()
+        while True:
+            try:
+                await self.tick()
+                return
+            except Exception:  # noqa: BLE001 - logged; the round must still be released
+                log.exception("tick after the report wait failed; retrying in 1 s")
+                await asyncio.sleep(1.0)
 
     def close(self) -> None:
         """Cancel the pending wake-ups (service stop)."""

@@ -244,7 +244,9 @@ class Launcher:
                                   "pid": s.proc.pid, "log": str(s.log_path)} for s in self.services},
             "endpoints": self.endpoints(),
         }
-        (self.run_dir / "services.json").write_text(json.dumps(manifest, indent=2))
+        tmp = self.run_dir / "services.json.tmp"  # readers (tools, tests polling for pids) never see half a file
+        tmp.write_text(json.dumps(manifest, indent=2))
+        os.replace(tmp, self.run_dir / "services.json")
         if quiet:
             return
         table = Table(title=f"RLAnything up — {self.run_dir}")

@@ -26,6 +26,7 @@ from rlanything.v1.events_pb2 import (
 )
 from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, NatsConfig
+from services.common.grpc_runtime import check_health_sync
 from services.common.kv import ProtoBucket
 from services.common.trainer_shell import batch_key
 from services.common.nats_server import NatsServer
@@ -104,11 +105,16 @@ ASYNC = ["--set", "env.families.0.observation=window", "--set", "policy.sft.step
 
 def _wait_restarted(run_dir: Path, proc: subprocess.Popen, names: tuple[str, ...], killed: dict[str, int],
                     timeout_s: float = 120.0) -> None:
-    """Until the manifest lists a new pid for every one of ``names`` (the launcher restarted it)."""
+    """Until the manifest lists a new pid for every one of ``names`` (the launcher restarted it)
+    and each says SERVING on its health check (up, connected to NATS)."""
     deadline = time.monotonic() + timeout_s
-    while any(_manifest(run_dir)["services"][n]["pid"] == killed[n] for n in names):
+    while True:
+        services = _manifest(run_dir)["services"]
+        if all(services[n]["pid"] != killed[n] and check_health_sync(services[n]["address"], timeout_s=0.5) == "SERVING"
+               for n in names):
+            return
         assert proc.poll() is None, proc.stderr.read()[-3000:] if proc.stderr else proc.returncode
-        assert time.monotonic() < deadline, f"{names} not restarted after {timeout_s} s"
+        assert time.monotonic() < deadline, f"{names} not restarted and serving after {timeout_s} s"
         time.sleep(0.2)
 
 

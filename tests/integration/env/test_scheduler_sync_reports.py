@@ -81,3 +81,20 @@ async def test_stopping_cancels_the_pending_wake_up(bus, tmp_path) -> None:
     scheduler.close()
     await asyncio.sleep(0)
     assert wake.cancelled()
+
+
+async def test_a_failed_wake_up_tick_is_retried(bus, tmp_path) -> None:
+    scheduler = await _scheduler(bus, tmp_path, wait_s=0.2)
+    assert await scheduler.tick() == 3
+    await _trained_on(scheduler, 0)  # no report comes: only the wake-up can release round 1
+    tick, failures = scheduler.tick, []
+
+    async def flaky_tick() -> int:
+        if not failures:
+            failures.append(1)
+            raise ConnectionError("NATS restarting")
+        return await tick()
+
+    scheduler.tick = flaky_tick  # type: ignore[method-assign]
+    jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 6, RolloutJob, timeout_s=10.0)
+    assert failures == [1] and sorted(j.round for j in jobs) == [0, 0, 0, 1, 1, 1]
