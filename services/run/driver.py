@@ -17,7 +17,7 @@ from services.common.config import RunConfig, dump_config, load_config
 from services.common.errors import ServiceFailedError
 from services.run.launcher import Launcher
 from services.run.guards import format_collapse
-from services.run.monitor import subscribe_progress
+from services.run.monitor import consumer_idle, subscribe_progress
 from services.run.progress import RunProgress
 from services.run.recorder import record_events
 from services.run.report import append_round, read_rounds, summary_table, write_plots, write_report
@@ -29,6 +29,9 @@ FORMAT_COLLAPSED = 3
 """Exit code of a run stopped by the format-collapse guard (`services.run.guards`)."""
 USER_CONFIG = "run-config.yaml"
 """The run's config as given (plus cold-started model paths): what `--resume` restarts from."""
+EVENT_DRAIN_S = 30.0
+"""At the end of a run: the longest wait (seconds) for a shadow judge to finish the trajectories
+it has not judged yet, and then for the event log to catch up with the streams."""
 
 
 def load_for_resume(run_dir: Path) -> RunConfig:
@@ -70,8 +73,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
     progress = RunProgress(first_round=len(done))  # the followers replay the store: a resume sees every round
     nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
     watchers = await subscribe_progress(nc, progress)
-    if config.logging.events:
-        watchers += await record_events(nc, run_dir)
+    recorder = await record_events(nc, run_dir) if config.logging.events else None
     await asyncio.to_thread(launcher.start_services)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -114,12 +116,28 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
         console.print(f"[yellow]interrupted[/yellow] during round {next_round}; continue with "
                       f"`rlanything run --resume {run_dir}`")
         code = 130
+    if recorder is not None:
+        if code == 0 and config.launcher.shadow_judge:
+            await _shadow_done(nc, config, console)
+        await recorder.close(EVENT_DRAIN_S)
     for w in watchers:
         if isinstance(w, asyncio.Task):
             w.cancel()
-    await asyncio.sleep(0)  # let cancelled recorders close their files
     await nc.close()
     return code
+
+
+async def _shadow_done(nc: nats.NATS, config: RunConfig, console: Console) -> None:
+    """Wait (at most `EVENT_DRAIN_S`) until the shadow judge has voted on every trajectory it was
+    given: its votes are not part of a round, so the last round can end before them."""
+    durable = f"reward-shadow-{config.launcher.shadow_judge['shadow']}"
+    deadline = time.monotonic() + EVENT_DRAIN_S
+    while not await consumer_idle(nc.jetstream(), "TRAJ", durable):
+        if time.monotonic() >= deadline:
+            console.print(f"[yellow]the shadow judge had not voted on every trajectory after {EVENT_DRAIN_S:g} s "
+                          f"(consumer {durable}); its log misses the rest[/yellow]")
+            return
+        await asyncio.sleep(0.2)
 
 
 def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = False,

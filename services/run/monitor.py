@@ -27,7 +27,7 @@ from rlanything.v1.events_pb2 import ModelVersion, RolloutJob, RoundMetrics, Tas
 from services.common.streams import Subjects
 from services.run.progress import RunProgress
 
-__all__ = ["subscribe_progress", "StreamFollower"]
+__all__ = ["subscribe_progress", "StreamFollower", "wait_caught_up", "consumer_idle"]
 
 log = logging.getLogger("rlanything.run")
 
@@ -53,6 +53,7 @@ class StreamFollower:
         self.retry_s = retry_s
         self.last_sequence = 0
         """Stream sequence of the last message handed to ``sink`` (0: none yet)."""
+        self._sub: Any = None
 
     async def run(self) -> None:
         """Follow until cancelled."""
@@ -63,6 +64,7 @@ class StreamFollower:
                     filter_subject=self.subject, deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                     opt_start_seq=self.last_sequence + 1, ack_policy=AckPolicy.NONE,
                     headers_only=self.headers_only or None, inactive_threshold=30.0))
+                self._sub = sub
                 while True:
                     try:
                         msgs = await sub.fetch(256, timeout=1.0)
@@ -78,7 +80,46 @@ class StreamFollower:
                 raise
             except Exception as exc:  # noqa: BLE001 - any failure: start a new consumer after the last sequence
                 log.debug("stream follower restarts", extra={"stream": self.stream, "error": repr(exc)})
+                self._sub = None
                 await asyncio.sleep(self.retry_s)
+
+    async def caught_up(self) -> bool:
+        """Whether every message of the subject stored so far has reached ``sink``: the consumer
+        has nothing pending and the last message it delivered was handed on. False while no
+        consumer exists (the stream is missing, NATS is down) or its state cannot be read."""
+        sub = self._sub
+        if sub is None:
+            return False
+        try:
+            info = await sub.consumer_info()
+        except Exception:  # noqa: BLE001 - unknown means not caught up
+            return False
+        return info.num_pending == 0 and self.last_sequence >= (info.delivered.stream_seq or 0)
+
+
+async def wait_caught_up(followers: list[StreamFollower], timeout_s: float,
+                         poll_s: float = 0.1) -> list[StreamFollower]:
+    """Wait until every follower has `StreamFollower.caught_up`, at most ``timeout_s`` seconds;
+    returns those that had not (empty: all of them did)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    lagging = list(followers)
+    while lagging:
+        lagging = [f for f in lagging if not await f.caught_up()]
+        if not lagging or asyncio.get_running_loop().time() >= deadline:
+            break
+        await asyncio.sleep(poll_s)
+    return lagging
+
+
+async def consumer_idle(js: Any, stream: str, durable: str) -> bool:
+    """Whether the durable consumer ``durable`` of ``stream`` has handled every message it was
+    given: none pending delivery, none delivered and not yet acked. False when the consumer does
+    not exist (yet) or its state cannot be read."""
+    try:
+        info = await js.consumer_info(stream, durable)
+    except Exception:  # noqa: BLE001 - unknown means not idle
+        return False
+    return info.num_pending == 0 and info.num_ack_pending == 0
 
 
 async def subscribe_progress(nc: NATS, progress: RunProgress) -> list[Any]:

@@ -12,14 +12,17 @@ re-reads the store and a restart of NATS loses nothing), one JSON object per lin
   without one), compared with the running judge's by ``rlanything replay RUN_DIR --shadow``.
 
 A line may repeat after a resume (the follower replays the store): readers de-duplicate by id
-(`read_events`).
+(`read_events`). `EventRecorder.close` lets every file catch up with its stream before it stops,
+so a run's log holds every event stored before the run ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +33,11 @@ from nats.aio.msg import Msg
 from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, TaskPoolEvent, TaskReport
 
 from services.common.streams import Subjects
-from services.run.monitor import StreamFollower
+from services.run.monitor import StreamFollower, wait_caught_up
 
-__all__ = ["record_events", "read_events", "EVENT_FILES", "to_json"]
+__all__ = ["record_events", "read_events", "EVENT_FILES", "to_json", "EventRecorder"]
+
+log = logging.getLogger("rlanything.run")
 
 EVENT_FILES = {"judged": ("TRAJ", Subjects.TRAJ_JUDGED, JudgedTrajectory),
                "tasks": ("REPORTS", Subjects.CRITIC_TASK, TaskReport),
@@ -57,12 +62,35 @@ def to_json(message: Message) -> dict[str, Any]:
                                             always_print_fields_with_no_presence=True))
 
 
-async def record_events(nc: NATS, run_dir: Path) -> list[asyncio.Task]:
-    """Start following the subjects of `EVENT_FILES` into ``run_dir``/events; returns the tasks (cancel them
-    to stop). Each line is written and flushed as its message arrives."""
+@dataclass
+class EventRecorder:
+    """The followers writing ``events/*.jsonl`` and their tasks."""
+
+    followers: dict[str, StreamFollower]
+    """File stem → its follower."""
+    tasks: list[asyncio.Task]
+
+    async def close(self, timeout_s: float) -> list[str]:
+        """Stop recording once every file holds every event its stream stored so far, waiting at
+        most ``timeout_s`` seconds; the files are closed on return. Returns the stems of the files
+        that had not caught up (logged as a warning; empty: the log is complete)."""
+        lagging = await wait_caught_up(list(self.followers.values()), timeout_s)
+        names = [stem for stem, f in self.followers.items() if f in lagging]
+        if names:
+            log.warning("event log may miss the last events", extra={"files": names, "timeout_s": timeout_s})
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        return names
+
+
+async def record_events(nc: NATS, run_dir: Path) -> EventRecorder:
+    """Start following the subjects of `EVENT_FILES` into ``run_dir``/events (stop with
+    `EventRecorder.close`). Each line is written and flushed as its message arrives."""
     out = run_dir / "events"
     out.mkdir(parents=True, exist_ok=True)
     tasks = []
+    followers = {}
     for stem, (stream, subject, kind) in EVENT_FILES.items():
         handle = open(out / f"{stem}.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed with its task
 
@@ -74,7 +102,8 @@ async def record_events(nc: NATS, run_dir: Path) -> list[asyncio.Task]:
         task = asyncio.create_task(follower.run(), name=f"record {stem}")
         task.add_done_callback(_closer(handle))
         tasks.append(task)
-    return tasks
+        followers[stem] = follower
+    return EventRecorder(followers, tasks)
 
 
 def _closer(handle: Any) -> Callable[[asyncio.Task], None]:

@@ -1,0 +1,70 @@
+"""The run's event log is complete when the run ends: closing the recorder first lets each file
+catch up with its stream (a fresh-clone run once stopped the recorders while the last events were
+still being fetched, and the log missed judged trajectories the metrics counted), and the end of
+a run waits for a shadow judge to finish the trajectories it has not judged yet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nats
+from nats.js.api import AckPolicy, ConsumerConfig as JsConsumerConfig
+
+from rlanything.v1 import events_pb2
+from services.common.bus import EventBus
+from services.common.config import ConsumerConfig, NatsConfig
+from services.common.nats_server import NatsServer
+from services.common.streams import Subjects
+from services.run.monitor import consumer_idle
+from services.run.recorder import read_events, record_events
+
+
+async def _published(url: str, n: int) -> None:
+    bus = await EventBus.connect(NatsConfig(url=url), ConsumerConfig(), name="pub")
+    await bus.ensure_streams()
+    for i in range(n):
+        traj = events_pb2.Trajectory(trajectory_id=f"r0/job-{i}/0", steps=[events_pb2.TrajectoryStep(response="x" * 200)])
+        await bus.publish(Subjects.TRAJ_JUDGED, events_pb2.JudgedTrajectory(trajectory=traj), f"r0/job-{i}/0/judged")
+    await bus.close()
+
+
+async def test_closing_the_recorder_writes_every_stored_event(tmp_path: Path) -> None:
+    with NatsServer(store_dir=tmp_path / "store") as server:
+        await _published(server.url, 600)
+        nc = await nats.connect(server.url)
+        recorder = await record_events(nc, tmp_path / "run")
+        assert await recorder.close(timeout_s=30.0) == []  # nothing left behind
+        assert all(task.done() for task in recorder.tasks)
+        await nc.close()
+    ids = [e["trajectory"]["trajectory_id"] for e in read_events(tmp_path / "run" / "events" / "judged.jsonl",
+                                                                   "trajectory.trajectory_id")]
+    assert ids == [f"r0/job-{i}/0" for i in range(600)]
+
+
+async def test_a_recorder_that_cannot_catch_up_is_named_and_stopped(tmp_path: Path) -> None:
+    with NatsServer(store_dir=tmp_path / "store") as server:
+        await _published(server.url, 5)
+        nc = await nats.connect(server.url)
+        recorder = await record_events(nc, tmp_path / "run")
+        server.stop()  # no broker: no follower can confirm it has read everything
+        lagging = await recorder.close(timeout_s=1.0)
+        assert lagging  # named, not waited on forever
+        assert all(task.done() for task in recorder.tasks)
+        await nc.close()
+
+
+async def test_consumer_idle_once_every_message_is_acked(tmp_path: Path) -> None:
+    with NatsServer(store_dir=tmp_path / "store") as server:
+        await _published(server.url, 3)
+        nc = await nats.connect(server.url)
+        js = nc.jetstream()
+        assert not await consumer_idle(js, "TRAJ", "shadow-like")  # no such consumer yet: not idle
+        sub = await js.pull_subscribe(Subjects.TRAJ_JUDGED, durable="shadow-like", stream="TRAJ",
+                                      config=JsConsumerConfig(ack_policy=AckPolicy.EXPLICIT))
+        assert not await consumer_idle(js, "TRAJ", "shadow-like")  # 3 pending
+        msgs = await sub.fetch(3, timeout=5.0)
+        assert len(msgs) == 3 and not await consumer_idle(js, "TRAJ", "shadow-like")  # delivered, not acked
+        for m in msgs:
+            await m.ack_sync()
+        assert await consumer_idle(js, "TRAJ", "shadow-like")
+        await nc.close()
