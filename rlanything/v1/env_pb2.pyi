@@ -184,13 +184,15 @@ class TaskSlot(_message.Message):
     def __init__(self, slot_id: _Optional[str] = ..., family: _Optional[str] = ..., split: _Optional[str] = ..., active: _Optional[_Union[TaskVersion, _Mapping]] = ..., history: _Optional[_Iterable[_Union[TaskVersion, _Mapping]]] = ..., pending: _Optional[_Union[TaskVersion, _Mapping]] = ..., next_version: _Optional[int] = ..., last_acc: _Optional[float] = ..., last_round: _Optional[int] = ..., rejected: _Optional[int] = ..., has_acc: _Optional[bool] = ...) -> None: ...
 
 class SchedulerState(_message.Message):
-    __slots__ = ("next_round", "open_jobs", "jobs_published", "candidate_jobs")
+    __slots__ = ("next_round", "open_jobs", "jobs_published", "candidate_jobs", "reported_early")
     NEXT_ROUND_FIELD_NUMBER: _ClassVar[int]
     OPEN_JOBS_FIELD_NUMBER: _ClassVar[int]
     JOBS_PUBLISHED_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_JOBS_FIELD_NUMBER: _ClassVar[int]
+    REPORTED_EARLY_FIELD_NUMBER: _ClassVar[int]
     next_round: int
     open_jobs: _containers.RepeatedScalarFieldContainer[str]
     jobs_published: int
     candidate_jobs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, next_round: _Optional[int] = ..., open_jobs: _Optional[_Iterable[str]] = ..., jobs_published: _Optional[int] = ..., candidate_jobs: _Optional[_Iterable[str]] = ...) -> None: ...
+    reported_early: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, next_round: _Optional[int] = ..., open_jobs: _Optional[_Iterable[str]] = ..., jobs_published: _Optional[int] = ..., candidate_jobs: _Optional[_Iterable[str]] = ..., reported_early: _Optional[_Iterable[str]] = ...) -> None: ...

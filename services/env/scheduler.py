@@ -10,6 +10,8 @@ candidate (arXiv 2602.02488, "one round").
 
 Progress (next round, open jobs) is stored in KV so a restart neither repeats nor skips a round;
 job ids are stable (``r<round>/<slot>/v<version>``) so a re-publish after a crash is de-duplicated.
+A report handled for such a job before the re-publish is remembered (``reported_early``), so the
+job is not opened again to wait for a report that already came.
 """
 
 from __future__ import annotations
@@ -134,6 +136,8 @@ class Scheduler:
                 new.CopyFrom(s)
             if report.job_id in new.open_jobs:
                 new.open_jobs.remove(report.job_id)
+            elif report.round >= new.next_round and report.job_id not in new.reported_early:
+                new.reported_early.append(report.job_id)  # its release was published, then not stored
             return new
 
         async with self._lock:  # after the release that opened it has stored it
@@ -233,7 +237,9 @@ class Scheduler:
             new.candidate_jobs.extend(candidate_key(j.task.slot_id, j.task.version) for j in jobs if j.is_candidate)
             if self.loop.mode == "sync":  # what was still missing was waited for (sync_report_wait_s)
                 del new.open_jobs[:]
-            new.open_jobs.extend(j.job_id for j in jobs)
+            early = set(new.reported_early)
+            new.open_jobs.extend(j.job_id for j in jobs if j.job_id not in early)
+            del new.reported_early[:]
             return new
 
         await self.state.update("scheduler", advance)

@@ -98,3 +98,30 @@ async def test_a_failed_wake_up_tick_is_retried(bus, tmp_path) -> None:
     scheduler.tick = flaky_tick  # type: ignore[method-assign]
     jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 6, RolloutJob, timeout_s=10.0)
     assert failures == [1] and sorted(j.round for j in jobs) == [0, 0, 0, 1, 1, 1]
+
+
+async def test_a_release_published_but_not_stored_before_a_crash_does_not_wait_for_reports_that_came(
+        bus, tmp_path) -> None:
+    scheduler = await _scheduler(bus, tmp_path, wait_s=60.0)
+    update = scheduler.state.update
+
+    async def crash_on_store(key, fn):  # the env dies after publishing round 0's jobs, before storing it
+        raise ConnectionError("killed")
+
+    scheduler.state.update = crash_on_store  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        await scheduler.tick()
+    jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)
+    scheduler.state.update = update  # type: ignore[method-assign]
+    restarted = Scheduler(scheduler.pool, bus, scheduler.state, scheduler.models, scheduler.cfg, seed=0,
+                          pool_ready=scheduler.pool_ready)
+    # the first report is handled before the restarted env re-releases round 0 (on that report's tick):
+    # the same draw, the same job ids, de-duplicated by the stream, so no job runs twice
+    for job in jobs:
+        await restarted.on_report(TaskReport(job_id=job.job_id, round=0))
+    state, _ = await restarted.state.get("scheduler")
+    assert state.next_round == 1 and list(state.open_jobs) == [] and list(state.reported_early) == []
+    await _trained_on(restarted, 0)
+    state, _ = await restarted.state.get("scheduler")
+    assert state.next_round == 2  # round 1 released at once, not after the 60 s bound
+    assert {j.round for j in await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)} == {1}
