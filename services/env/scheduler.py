@@ -11,7 +11,8 @@ candidate (arXiv 2602.02488, "one round").
 Progress (next round, open jobs) is stored in KV so a restart neither repeats nor skips a round;
 job ids are stable (``r<round>/<slot>/v<version>``) so a re-publish after a crash is de-duplicated.
 A report handled for such a job before the re-publish is remembered (``reported_early``), so the
-job is not opened again to wait for a report that already came.
+job is not opened again to wait for a report that already came (unless the re-publish came after
+the duplicate window and was stored: then the job runs again and its new report is awaited).
 """
 
 from __future__ import annotations
@@ -222,9 +223,12 @@ class Scheduler:
                 if slot.split in EVAL_SPLITS:
                     jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng,
                                           self.cfg.eval_group_size))
+        stored = set()  # not a duplicate of a publish before a crash: these jobs run (again) and report
         for job in jobs:
             job.jobs_in_round = len(jobs)
-            await self.bus.publish(Subjects.ROLLOUT_JOBS, job, msg_id=job.job_id)
+            ack = await self.bus.publish(Subjects.ROLLOUT_JOBS, job, msg_id=job.job_id)
+            if not getattr(ack, "duplicate", False):
+                stored.add(job.job_id)
 
         def advance(s: SchedulerState | None) -> SchedulerState:
             new = SchedulerState()
@@ -237,7 +241,7 @@ class Scheduler:
             new.candidate_jobs.extend(candidate_key(j.task.slot_id, j.task.version) for j in jobs if j.is_candidate)
             if self.loop.mode == "sync":  # what was still missing was waited for (sync_report_wait_s)
                 del new.open_jobs[:]
-            early = set(new.reported_early)
+            early = set(new.reported_early) - stored  # reported, and not run again (de-duplicated)
             new.open_jobs.extend(j.job_id for j in jobs if j.job_id not in early)
             del new.reported_early[:]
             return new

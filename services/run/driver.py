@@ -116,8 +116,10 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
         console.print(f"[yellow]interrupted[/yellow] during round {next_round}; continue with "
                       f"`rlanything run --resume {run_dir}`")
         code = 130
-    if recorder is not None:
-        if code == 0 and config.launcher.shadow_judge:
+    if recorder is not None and code == 130:
+        await recorder.stop()  # Ctrl-C stops at once; a resume replays the streams into the files
+    elif recorder is not None:
+        if config.launcher.shadow_judge:
             await _shadow_done(nc, config, console)
         await recorder.close(EVENT_DRAIN_S)
     for w in watchers:

@@ -78,10 +78,15 @@ class EventRecorder:
         names = [stem for stem, f in self.followers.items() if f in lagging]
         if names:
             log.warning("event log may miss the last events", extra={"files": names, "timeout_s": timeout_s})
+        await self.stop()
+        return names
+
+    async def stop(self) -> None:
+        """Stop recording now (an interrupted run: ``--resume`` replays the streams into the files,
+        so nothing is lost); the files are closed on return."""
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
-        return names
 
 
 async def record_events(nc: NATS, run_dir: Path) -> EventRecorder:

@@ -5,6 +5,7 @@ a run waits for a shadow judge to finish the trajectories it has not judged yet.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import nats
@@ -39,6 +40,37 @@ async def test_closing_the_recorder_writes_every_stored_event(tmp_path: Path) ->
     ids = [e["trajectory"]["trajectory_id"] for e in read_events(tmp_path / "run" / "events" / "judged.jsonl",
                                                                    "trajectory.trajectory_id")]
     assert ids == [f"r0/job-{i}/0" for i in range(600)]
+
+
+async def test_files_sharing_a_stream_catch_up_while_others_write_to_it(tmp_path: Path) -> None:
+    """judged and shadow share TRAJ, tasks and pool share REPORTS: each file is complete once its own
+    subject is, although the stream's last message is another subject's (and ``close`` does not
+    wait out its bound)."""
+    with NatsServer(store_dir=tmp_path / "store") as server:
+        bus = await EventBus.connect(NatsConfig(url=server.url), ConsumerConfig(), name="pub")
+        await bus.ensure_streams()
+        nc = await nats.connect(server.url)
+        recorder = await record_events(nc, tmp_path / "run")
+        await asyncio.sleep(1.5)  # the followers wait in a fetch while other subjects' messages arrive
+        for i in range(60):
+            traj = events_pb2.Trajectory(trajectory_id=f"t{i}")
+            if i % 3 == 0:
+                await bus.publish(f"{Subjects.TRAJ_SHADOW}.oracle", events_pb2.JudgedTrajectory(trajectory=traj),
+                                  f"t{i}/shadow/oracle")
+            await bus.publish(Subjects.TRAJ_JUDGED, events_pb2.JudgedTrajectory(trajectory=traj), f"t{i}/judged")
+            if i % 7 == 0:
+                await bus.publish(Subjects.ENV_POOL, events_pb2.TaskPoolEvent(event_id=f"e{i}"), f"e{i}")
+            await bus.publish(Subjects.CRITIC_TASK, events_pb2.TaskReport(job_id=f"j{i}"), f"j{i}/report")
+        started = asyncio.get_running_loop().time()
+        assert await recorder.close(timeout_s=20.0) == []
+        assert asyncio.get_running_loop().time() - started < 10.0
+        await bus.close()
+        await nc.close()
+    events_dir = tmp_path / "run" / "events"
+    assert len(list(read_events(events_dir / "judged.jsonl", "trajectory.trajectory_id"))) == 60
+    assert len(list(read_events(events_dir / "shadow.jsonl", "trajectory.trajectory_id"))) == 20
+    assert len(list(read_events(events_dir / "tasks.jsonl", "job_id"))) == 60
+    assert len(list(read_events(events_dir / "pool.jsonl", "event_id"))) == 9
 
 
 async def test_a_recorder_that_cannot_catch_up_is_named_and_stopped(tmp_path: Path) -> None:

@@ -125,3 +125,41 @@ async def test_a_release_published_but_not_stored_before_a_crash_does_not_wait_f
     state, _ = await restarted.state.get("scheduler")
     assert state.next_round == 2  # round 1 released at once, not after the 60 s bound
     assert {j.round for j in await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)} == {1}
+
+
+async def test_a_re_release_after_the_duplicate_window_runs_again_and_is_awaited(bus, tmp_path) -> None:
+    scheduler = await _scheduler(bus, tmp_path, wait_s=60.0)
+    update = scheduler.state.update
+
+    async def crash_on_store(key, fn):
+        raise ConnectionError("killed")
+
+    scheduler.state.update = crash_on_store  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        await scheduler.tick()
+    jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)
+    scheduler.state.update = update  # type: ignore[method-assign]
+    publish = bus.publish
+
+    async def past_the_window(subject, message, msg_id, headers=None):  # the stream no longer knows the ids
+        return await publish(subject, message, f"{msg_id}/later", headers)
+
+    restarted = Scheduler(scheduler.pool, bus, scheduler.state, scheduler.models, scheduler.cfg, seed=0,
+                          pool_ready=scheduler.pool_ready)
+    bus.publish = past_the_window  # type: ignore[method-assign]
+    try:
+        await restarted.on_report(TaskReport(job_id=jobs[0].job_id, round=0))  # re-releases round 0
+    finally:
+        bus.publish = publish  # type: ignore[method-assign]
+    assert {j.job_id for j in await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)} == {
+        j.job_id for j in jobs}  # stored again: every job runs a second time
+    state, _ = await restarted.state.get("scheduler")
+    assert jobs[0].job_id in state.open_jobs  # so its second report is awaited like the others
+    for job in jobs[1:]:
+        await restarted.on_report(TaskReport(job_id=job.job_id, round=0))
+    await _trained_on(restarted, 0)
+    state, _ = await restarted.state.get("scheduler")
+    assert state.next_round == 1 and list(state.open_jobs) == [jobs[0].job_id]
+    await restarted.on_report(TaskReport(job_id=jobs[0].job_id, round=0))
+    state, _ = await restarted.state.get("scheduler")
+    assert state.next_round == 2
