@@ -100,12 +100,13 @@ async def test_a_failed_wake_up_tick_is_retried(bus, tmp_path) -> None:
     assert failures == [1] and sorted(j.round for j in jobs) == [0, 0, 0, 1, 1, 1]
 
 
-async def test_a_release_published_but_not_stored_before_a_crash_does_not_wait_for_reports_that_came(
-        bus, tmp_path) -> None:
+async def _crashed_after_publishing(bus, tmp_path) -> tuple[Scheduler, list[RolloutJob]]:
+    """The env dies after publishing round 0's jobs, before storing that it did; returns the
+    restarted scheduler (same buckets) and the jobs published."""
     scheduler = await _scheduler(bus, tmp_path, wait_s=60.0)
     update = scheduler.state.update
 
-    async def crash_on_store(key, fn):  # the env dies after publishing round 0's jobs, before storing it
+    async def crash_on_store(key, fn):
         raise ConnectionError("killed")
 
     scheduler.state.update = crash_on_store  # type: ignore[method-assign]
@@ -113,8 +114,13 @@ async def test_a_release_published_but_not_stored_before_a_crash_does_not_wait_f
         await scheduler.tick()
     jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)
     scheduler.state.update = update  # type: ignore[method-assign]
-    restarted = Scheduler(scheduler.pool, bus, scheduler.state, scheduler.models, scheduler.cfg, seed=0,
-                          pool_ready=scheduler.pool_ready)
+    return Scheduler(scheduler.pool, bus, scheduler.state, scheduler.models, scheduler.cfg, seed=0,
+                     pool_ready=scheduler.pool_ready), jobs
+
+
+async def test_a_release_published_but_not_stored_before_a_crash_does_not_wait_for_reports_that_came(
+        bus, tmp_path) -> None:
+    restarted, jobs = await _crashed_after_publishing(bus, tmp_path)
     # the first report is handled before the restarted env re-releases round 0 (on that report's tick):
     # the same draw, the same job ids, de-duplicated by the stream, so no job runs twice
     for job in jobs:
@@ -128,24 +134,12 @@ async def test_a_release_published_but_not_stored_before_a_crash_does_not_wait_f
 
 
 async def test_a_re_release_after_the_duplicate_window_runs_again_and_is_awaited(bus, tmp_path) -> None:
-    scheduler = await _scheduler(bus, tmp_path, wait_s=60.0)
-    update = scheduler.state.update
-
-    async def crash_on_store(key, fn):
-        raise ConnectionError("killed")
-
-    scheduler.state.update = crash_on_store  # type: ignore[method-assign]
-    with pytest.raises(ConnectionError):
-        await scheduler.tick()
-    jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 3, RolloutJob)
-    scheduler.state.update = update  # type: ignore[method-assign]
+    restarted, jobs = await _crashed_after_publishing(bus, tmp_path)
     publish = bus.publish
 
     async def past_the_window(subject, message, msg_id, headers=None):  # the stream no longer knows the ids
         return await publish(subject, message, f"{msg_id}/later", headers)
 
-    restarted = Scheduler(scheduler.pool, bus, scheduler.state, scheduler.models, scheduler.cfg, seed=0,
-                          pool_ready=scheduler.pool_ready)
     bus.publish = past_the_window  # type: ignore[method-assign]
     try:
         await restarted.on_report(TaskReport(job_id=jobs[0].job_id, round=0))  # re-releases round 0
