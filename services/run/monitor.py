@@ -54,18 +54,25 @@ class StreamFollower:
         self.last_sequence = 0
         """Stream sequence of the last message handed to ``sink`` (0: none yet)."""
         self._sub: Any = None
+        self.stopped = False
+        """Set by `stop`: the loop ends at its next fetch (at most ~1 s), even if a cancellation was
+        lost inside the client's fetch (Python 3.11's ``asyncio.wait_for`` can swallow one)."""
+
+    def stop(self) -> None:
+        """Ask `run` to return at its next fetch."""
+        self.stopped = True
 
     async def run(self) -> None:
-        """Follow until cancelled."""
+        """Follow until cancelled or stopped (`stop`)."""
         js = self.nc.jetstream()
-        while True:
+        while not self.stopped:
             try:
                 sub = await js.pull_subscribe(self.subject, stream=self.stream, config=ConsumerConfig(
                     filter_subject=self.subject, deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                     opt_start_seq=self.last_sequence + 1, ack_policy=AckPolicy.NONE,
                     headers_only=self.headers_only or None, inactive_threshold=30.0))
                 self._sub = sub
-                while True:
+                while not self.stopped:
                     try:
                         msgs = await sub.fetch(256, timeout=1.0)
                     except (nats.errors.TimeoutError, asyncio.TimeoutError):

@@ -69,6 +69,8 @@ class EventRecorder:
     followers: dict[str, StreamFollower]
     """File stem → its follower."""
     tasks: list[asyncio.Task]
+    handles: list[Any]
+    """The open files (closed by `stop`, or when their task ends)."""
 
     async def close(self, timeout_s: float) -> list[str]:
         """Stop recording once every file holds every event its stream stored so far, waiting at
@@ -81,12 +83,23 @@ class EventRecorder:
         await self.stop()
         return names
 
-    async def stop(self) -> None:
+    async def stop(self, timeout_s: float = 5.0) -> None:
         """Stop recording now (an interrupted run: ``--resume`` replays the streams into the files,
-        so nothing is lost); the files are closed on return."""
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        so nothing is lost), waiting at most ``timeout_s`` seconds for the followers to end; the
+        files are closed on return. A cancellation can be lost inside the NATS client's fetch, so
+        each follower is also told to stop and cancelled again until it ends."""
+        for follower in self.followers.values():
+            follower.stop()
+        pending = {t for t in self.tasks if not t.done()}
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while pending and asyncio.get_running_loop().time() < deadline:
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.2)
+        if pending:
+            log.warning("event recorders did not stop", extra={"tasks": sorted(t.get_name() for t in pending)})
+        for handle in self.handles:
+            handle.close()
 
 
 async def record_events(nc: NATS, run_dir: Path) -> EventRecorder:
@@ -96,6 +109,7 @@ async def record_events(nc: NATS, run_dir: Path) -> EventRecorder:
     out.mkdir(parents=True, exist_ok=True)
     tasks = []
     followers = {}
+    handles = []
     for stem, (stream, subject, kind) in EVENT_FILES.items():
         handle = open(out / f"{stem}.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed with its task
 
@@ -108,7 +122,8 @@ async def record_events(nc: NATS, run_dir: Path) -> EventRecorder:
         task.add_done_callback(_closer(handle))
         tasks.append(task)
         followers[stem] = follower
-    return EventRecorder(followers, tasks)
+        handles.append(handle)
+    return EventRecorder(followers, tasks, handles)
 
 
 def _closer(handle: Any) -> Callable[[asyncio.Task], None]:

@@ -16,8 +16,8 @@ from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, NatsConfig
 from services.common.nats_server import NatsServer
 from services.common.streams import Subjects
-from services.run.monitor import consumer_idle
-from services.run.recorder import read_events, record_events
+from services.run.monitor import StreamFollower, consumer_idle
+from services.run.recorder import EventRecorder, read_events, record_events
 
 
 async def _published(url: str, n: int) -> None:
@@ -100,3 +100,24 @@ async def test_consumer_idle_once_every_message_is_acked(tmp_path: Path) -> None
             await m.ack_sync()
         assert await consumer_idle(js, "TRAJ", "shadow-like")
         await nc.close()
+
+
+async def test_stop_ends_a_follower_whose_cancellation_was_lost(tmp_path: Path) -> None:
+    """A fresh-clone run hung at its end: one follower never ended after its cancellation (lost in
+    the client's fetch). `stop` cancels again until it ends, and closes every file."""
+    swallowed: list[int] = []
+
+    async def loses_the_first_cancel() -> None:
+        while True:
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(1)
+
+    handle = open(tmp_path / "x.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed by stop
+    task = asyncio.create_task(loses_the_first_cancel())
+    recorder = EventRecorder({"x": StreamFollower(None, "TRAJ", "x", lambda m: None)}, [task], [handle])
+    await asyncio.wait_for(recorder.stop(timeout_s=5.0), timeout=10.0)
+    assert swallowed == [1] and task.done() and handle.closed
