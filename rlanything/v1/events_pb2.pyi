@@ -58,8 +58,20 @@ class SamplingParams(_message.Message):
     seed: int
     def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ...) -> None: ...
 
+class CandidateCheck(_message.Message):
+    __slots__ = ("direction", "parent_acc", "band_low", "band_high")
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ACC_FIELD_NUMBER: _ClassVar[int]
+    BAND_LOW_FIELD_NUMBER: _ClassVar[int]
+    BAND_HIGH_FIELD_NUMBER: _ClassVar[int]
+    direction: Direction
+    parent_acc: float
+    band_low: float
+    band_high: float
+    def __init__(self, direction: _Optional[_Union[Direction, str]] = ..., parent_acc: _Optional[float] = ..., band_low: _Optional[float] = ..., band_high: _Optional[float] = ...) -> None: ...
+
 class RolloutJob(_message.Message):
-    __slots__ = ("job_id", "round", "task", "group_size", "sampling", "min_policy_version", "max_steps", "seeds", "is_candidate", "split", "jobs_in_round")
+    __slots__ = ("job_id", "round", "task", "group_size", "sampling", "min_policy_version", "max_steps", "seeds", "is_candidate", "split", "jobs_in_round", "candidate_check")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +83,7 @@ class RolloutJob(_message.Message):
     IS_CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     SPLIT_FIELD_NUMBER: _ClassVar[int]
     JOBS_IN_ROUND_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_CHECK_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     round: int
     task: TaskRef
@@ -82,7 +95,8 @@ class RolloutJob(_message.Message):
     is_candidate: bool
     split: str
     jobs_in_round: int
-    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., min_policy_version: _Optional[int] = ..., max_steps: _Optional[int] = ..., seeds: _Optional[_Iterable[int]] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
+    candidate_check: CandidateCheck
+    def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., sampling: _Optional[_Union[SamplingParams, _Mapping]] = ..., min_policy_version: _Optional[int] = ..., max_steps: _Optional[int] = ..., seeds: _Optional[_Iterable[int]] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ..., candidate_check: _Optional[_Union[CandidateCheck, _Mapping]] = ...) -> None: ...
 
 class TrajectoryStep(_message.Message):
     __slots__ = ("index", "prompt", "response", "prompt_token_ids", "response_token_ids", "behaviour_logprobs", "action", "action_index", "valid", "observation", "next_observation", "oracle_label", "env_reward", "response_truncated", "turn_id", "served_by_policy", "served_version")
@@ -123,7 +137,7 @@ class TrajectoryStep(_message.Message):
     def __init__(self, index: _Optional[int] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., action: _Optional[str] = ..., action_index: _Optional[int] = ..., valid: _Optional[bool] = ..., observation: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[StepLabel, str]] = ..., env_reward: _Optional[float] = ..., response_truncated: _Optional[bool] = ..., turn_id: _Optional[str] = ..., served_by_policy: _Optional[bool] = ..., served_version: _Optional[int] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round", "tenant", "episode_id", "outcome_source", "task_type")
+    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round", "tenant", "episode_id", "outcome_source", "task_type", "candidate_check")
     TRAJECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +159,7 @@ class Trajectory(_message.Message):
     EPISODE_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_SOURCE_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_CHECK_FIELD_NUMBER: _ClassVar[int]
     trajectory_id: str
     job_id: str
     round: int
@@ -166,7 +181,8 @@ class Trajectory(_message.Message):
     episode_id: str
     outcome_source: str
     task_type: str
-    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ..., jobs_in_round: _Optional[int] = ..., tenant: _Optional[str] = ..., episode_id: _Optional[str] = ..., outcome_source: _Optional[str] = ..., task_type: _Optional[str] = ...) -> None: ...
+    candidate_check: CandidateCheck
+    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ..., jobs_in_round: _Optional[int] = ..., tenant: _Optional[str] = ..., episode_id: _Optional[str] = ..., outcome_source: _Optional[str] = ..., task_type: _Optional[str] = ..., candidate_check: _Optional[_Union[CandidateCheck, _Mapping]] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("value", "response", "response_token_ids", "behaviour_logprobs")

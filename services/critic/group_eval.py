@@ -10,9 +10,10 @@ the formulas of `services.common.algo` (arXiv 2602.02488):
   only, for tasks in the RM band [0.2, 0.8] (loop 2);
 * the group's round statistics (see `round_stats`).
 
-Only non-candidate ``split == "train"`` groups produce samples. A candidate's rollouts would train
-the models only once it is accepted, which the env decides after this report, so the critic never
-trains on them; held-out and OOD groups are evaluation only. Every group still gets both batches
+Only ``split == "train"`` groups produce samples; held-out and OOD groups are evaluation only. A
+candidate variant's rollouts train the models when the acceptance rule admits it (the paper: "its
+rollouts train the models"), with ``critic.candidate_samples``: the env decides after this report,
+so the critic applies the same pure rule to the numbers the job carries (`CandidateCheck`). Every group still gets both batches
 (possibly empty): trainers count one batch per job of the round (``jobs_in_round``).
 """
 
@@ -22,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlanything.v1.events_pb2 import (BadSteps, JudgedTrajectory, PolicySampleBatch, RewardSampleBatch, TaskReport,
-                                      TrainingSample)
+from rlanything.v1.events_pb2 import (BadSteps, CandidateCheck, JudgedTrajectory, PolicySampleBatch,
+                                      RewardSampleBatch, TaskReport, TrainingSample)
 
 from services.common.algo.bad_steps import bad_step_indices
 from services.common.algo.consistency_reward import consistency_rewards
@@ -33,6 +34,7 @@ from services.common.algo.policy_band import in_policy_band
 from services.common.algo.rm_band import in_rm_band
 from services.common.algo.step_advantage import step_advantages
 from services.common.algo.task_acc import count_wins
+from services.common.algo.variant_gate import variant_verdict
 from services.common.config import CriticServiceConfig
 from services.critic.round_stats import LABEL_SIGN, judge_stats
 
@@ -56,9 +58,18 @@ class GroupOutputs:
     """The group's contribution to its round's metrics (`round_stats`)."""
 
 
-def trains_models(report: TaskReport) -> bool:
-    """Do this group's rollouts train the policy and the RM? Only non-candidate train groups."""
-    return report.split == "train" and not report.is_candidate
+def trains_models(report: TaskReport, candidate_samples: str = "accepted",
+                  check: CandidateCheck | None = None) -> bool:
+    """Do this group's rollouts train the policy and the RM? Train groups only: a drawn task always;
+    a candidate variant with ``candidate_samples`` ``"mixed"``, or ``"accepted"`` when the
+    acceptance rule (`variant_verdict`) admits it by ``check`` (None or no direction: it does not)."""
+    if report.split != "train":
+        return False
+    if not report.is_candidate or candidate_samples == "mixed":
+        return True
+    if candidate_samples != "accepted" or check is None or not check.direction:
+        return False
+    return variant_verdict(check.direction, check.parent_acc, report.acc, check.band_low, check.band_high).accepted
 
 
 def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
@@ -141,7 +152,8 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
                         rollouts=len(recs), wins=wins, acc=acc, direction=direction_for(acc),  # type: ignore[arg-type]  # protobuf enum fields take their int values
                         bad_steps=_bad_steps(recs), is_candidate=first.is_candidate, partial=partial,
                         split=first.split, jobs_in_round=first.jobs_in_round)
-    trains = trains_models(report)
+    check = first.candidate_check if first.HasField("candidate_check") else None
+    trains = trains_models(report, cfg.candidate_samples, check)
     stats = judge_stats(recs)
     policy_samples: list[TrainingSample] = []
     if trains and (not cfg.policy_band or in_policy_band(acc, first.group_size)):
@@ -152,7 +164,7 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
         stats["sum/advantage_labelled"] = labelled
     in_band = in_rm_band(acc, cfg.rm_band_low, cfg.rm_band_high)
     reward_samples = _reward_samples(recs, cfg) if trains and in_band else []
-    if trains:
+    if trains and not first.is_candidate:  # the in-band share measures the drawn tasks (the pool)
         stats["sum/train_groups"] = 1.0
         stats["sum/train_in_band"] = float(in_band)
     if not first.is_candidate:
@@ -167,7 +179,8 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     stats["sum/time/env_s"] = max(r.trajectory.env_s for r in recs)
     stats["sum/time/judge_s"] = sum(r.judge_s for r in recs)
     stats.update({"sum/groups_complete": float(not partial), "sum/groups_partial": float(partial),
-                  "sum/groups_candidate": float(first.is_candidate), "sum/trajectories": float(len(recs)),
+                  "sum/groups_candidate": float(first.is_candidate),
+                  "sum/groups_candidate_trained": float(first.is_candidate and trains), "sum/trajectories": float(len(recs)),
                   "sum/policy_samples": float(len(policy_samples)), "sum/reward_samples": float(len(reward_samples))})
     batch: dict[str, Any] = {"round": first.round, "task": first.task, "jobs_in_round": first.jobs_in_round}
     return GroupOutputs(policy=PolicySampleBatch(batch_id=f"{first.job_id}/policy", samples=policy_samples, **batch),

@@ -20,7 +20,7 @@ turns the sums of one round into the slash-namespaced metrics of docs/algorithm.
 | policy/truncated_response_rate | steps whose response was cut by max_new_tokens / steps, over every trajectory |
 | time/generate_s, time/env_s, time/judge_s | seconds of policy generation (each job's share of merged generate calls), env calls (waits, overlapping across jobs played at once) and judge generation, summed over the round's jobs |
 | policy/staleness | max over trajectories of (latest announced policy version − its version) |
-| critic/* | groups_complete, groups_partial, groups_candidate, trajectories, policy_samples, reward_samples |
+| critic/* | groups_complete, groups_partial, groups_candidate, groups_candidate_trained, trajectories, policy_samples, reward_samples |
 | reward/labelled_steps | judged steps with an oracle label (what reward/step_accuracy is measured on; 0 = no accuracy) |
 
 A ratio whose denominator is 0 is left out (no data is not a 0 % rate).
@@ -51,7 +51,7 @@ _RATIOS = (
     ("policy/truncated_response_rate", "sum/steps_truncated", "sum/steps"),
 )
 _TIMES = ("generate_s", "env_s", "judge_s")
-_COUNTS = ("groups_complete", "groups_partial", "groups_candidate", "trajectories", "policy_samples",
+_COUNTS = ("groups_complete", "groups_partial", "groups_candidate", "groups_candidate_trained", "trajectories", "policy_samples",
            "reward_samples")
 
 

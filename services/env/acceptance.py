@@ -1,31 +1,19 @@
-"""The acceptance rule for a candidate task variant, as a pure gate (arXiv 2602.02488 §3.3).
+"""The env's acceptance gate for candidate variants, and the admission rule of live tasks.
 
-After a candidate's own G rollouts give ``acc_new``, with ``acc_prev`` the parent's success rate
-when the variant was requested:
-
-* harder:  accept iff acc_new > 0 and band_low ≤ acc_new < acc_prev
-* easier:  accept iff acc_new > 0 and acc_prev < acc_new ≤ band_high
-
-with the band [0.2, 0.8] by default. Degenerate case: acc_new = 0 is never accepted (a task no
-rollout solves teaches nothing), even when the band's lower edge is set to 0. Modelled on
-prime-rl's curriculum gates: `admit()`, `state_dict()`, `metrics()`.
+`VariantGate` applies the paper's rule (`services.common.algo.variant_gate`, arXiv 2602.02488
+§3.3) with the configured band and counts its decisions. Modelled on prime-rl's curriculum gates:
+`admit()`, `state_dict()`, `metrics()`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER
+from rlanything.v1.events_pb2 import DIRECTION_HARDER
+
+from services.common.algo.variant_gate import Verdict, variant_verdict
 
 __all__ = ["Verdict", "VariantGate", "LiveVerdict", "live_verdict"]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The gate's decision and its reason (the reason goes into the task-pool event)."""
-
-    accepted: bool
-    reason: str
 
 
 class VariantGate:
@@ -39,29 +27,12 @@ class VariantGate:
         self.counts = {"harder/accepted": 0, "harder/rejected": 0, "easier/accepted": 0, "easier/rejected": 0}
 
     def verdict(self, direction: int, acc_prev: float, acc_new: float) -> Verdict:
-        """Decide without counting (pure).
+        """Decide without counting (pure; `variant_verdict` with this gate's band).
 
         Raises:
             ValueError: ``direction`` is neither HARDER nor EASIER, or an acc is outside [0, 1].
         """
-        for name, acc in (("acc_prev", acc_prev), ("acc_new", acc_new)):
-            if not 0.0 <= acc <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {acc}")
-        if acc_new <= 0.0:
-            return Verdict(False, f"acc_new={acc_new:.3f}: no rollout solved the candidate")
-        if direction == DIRECTION_HARDER:
-            if acc_new < self.band_low:
-                return Verdict(False, f"harder: acc_new={acc_new:.3f} below band {self.band_low}")
-            if acc_new >= acc_prev:
-                return Verdict(False, f"harder: acc_new={acc_new:.3f} not below acc_prev={acc_prev:.3f}")
-            return Verdict(True, f"harder: {self.band_low} <= acc_new={acc_new:.3f} < acc_prev={acc_prev:.3f}")
-        if direction == DIRECTION_EASIER:
-            if acc_new > self.band_high:
-                return Verdict(False, f"easier: acc_new={acc_new:.3f} above band {self.band_high}")
-            if acc_new <= acc_prev:
-                return Verdict(False, f"easier: acc_new={acc_new:.3f} not above acc_prev={acc_prev:.3f}")
-            return Verdict(True, f"easier: acc_prev={acc_prev:.3f} < acc_new={acc_new:.3f} <= {self.band_high}")
-        raise ValueError(f"direction must be HARDER or EASIER, got {direction}")
+        return variant_verdict(direction, acc_prev, acc_new, self.band_low, self.band_high)
 
     def admit(self, direction: int, acc_prev: float, acc_new: float) -> Verdict:
         """Decide and count the decision in `metrics()`."""

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
-from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion, RolloutJob,
-                                      SamplingParams, TaskReport)
+from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, CandidateCheck, ModelVersion,
+                                      RolloutJob, SamplingParams, TaskReport)
 
 from services.common.bus import Delivery, EventBus
 from services.common.config import LoopConfig, SchedulerConfig
@@ -95,7 +95,8 @@ class Scheduler:
     """Publishes `RolloutJob` events; call `tick()` whenever something may have unblocked it."""
 
     def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
-                 cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event, loop: LoopConfig | None = None) -> None:
+                 cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event, loop: LoopConfig | None = None,
+                 accept_band: tuple[float, float] = (0.2, 0.8)) -> None:
         self.pool_ready = pool_ready
         """Set once every configured slot exists: no round is released from a partial pool (TextWorld
         games compile for minutes while model versions already arrive)."""
@@ -107,6 +108,8 @@ class Scheduler:
         self.loop = loop or LoopConfig()
         """The shared loop section: ``mode`` (sync/async) and ``rounds``."""
         self.seed = seed
+        self.accept_band = accept_band
+        """The env's acceptance band (``env.adaptation.band_low/high``), sent with each candidate job."""
         self._lock = asyncio.Lock()
         self._waiting: tuple[int, float] | None = None
         """Sync: (round, monotonic s) since which that round has waited for reports of the last one."""
@@ -261,6 +264,10 @@ class Scheduler:
              rng: random.Random, group_size: int | None = None) -> RolloutJob:
         family = self.pool.family(slot.family)
         g = group_size or self.cfg.group_size
+        check = None
+        if is_candidate and version.direction:  # a variant (a live task awaiting admission has no direction)
+            check = CandidateCheck(direction=version.direction, parent_acc=version.parent_acc,
+                                   band_low=self.accept_band[0], band_high=self.accept_band[1])
         return RolloutJob(
             job_id=f"r{round_}/{slot.slot_id}/v{version.version}", round=round_, task=ref_of(slot, version),
             group_size=g,
@@ -268,4 +275,4 @@ class Scheduler:
                                     max_new_tokens=self.cfg.max_new_tokens),
             min_policy_version=min_policy_version, max_steps=family.max_steps,
             seeds=[rng.randrange(2**31) for _ in range(g)],
-            is_candidate=is_candidate, split=slot.split)
+            is_candidate=is_candidate, split=slot.split, candidate_check=check)

@@ -190,7 +190,9 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
                        rollout_index=e.index, group_size=job.group_size, task_text=e.task_text, steps=e.steps,
                        outcome=1 if e.won else -1, truncated=e.truncated, policy_version=version,
                        generate_s=generate_s, env_s=env_s, is_candidate=job.is_candidate, split=job.split,
-                       source="rollout", jobs_in_round=job.jobs_in_round) for e in episodes]
+                       source="rollout", jobs_in_round=job.jobs_in_round,
+                       candidate_check=job.candidate_check if job.HasField("candidate_check") else None)
+            for e in episodes]
 
 
 def _record(e: _Episode, c, action: str | None, prompt: str,

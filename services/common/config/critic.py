@@ -41,6 +41,11 @@ class CriticServiceConfig(ServiceConfig):
                            "the judge's share of the advantage then stays λ-sized where one outcome remains.")
     policy_band: bool = Field(
         True, description="Train the policy only on tasks with a win and a loss (acc in [1/G, 1-1/G]).")
+    candidate_samples: Literal["none", "accepted", "mixed"] = Field(
+        "accepted", description="Do a candidate variant's validation rollouts train the models? 'accepted': when "
+                                "the acceptance rule admits it (the paper: they train once it is accepted); 'none': "
+                                "never; 'mixed': whatever the verdict. The policy and RM bands apply as for a drawn "
+                                "task.")
     rm_band_low: float = Field(0.2, ge=0, le=1, description="Lowest task acc whose steps train the RM.")
     rm_band_high: float = Field(0.8, ge=0, le=1, description="Highest task acc whose steps train the RM.")
     invalid_answer_penalty: float = Field(

@@ -164,6 +164,7 @@ async def test_round_metrics_published_and_served(spawn_service, bus: EventBus) 
         "policy/invalid_answer_rate": 0.0, "policy/truncated_response_rate": 0.0, "time/generate_s": 0.0, "time/env_s": 0.0, "time/judge_s": 0.0,
         "policy/staleness": 2.0,              # trajectories from version 3, latest announced 5
         "critic/groups_complete": 2.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,
+        "critic/groups_candidate_trained": 0.0,
         "critic/trajectories": 6.0, "critic/policy_samples": 6.0, "critic/reward_samples": 9.0, "critic/jobs_in_round": 1.0,
     }
     assert dict(published[-1].values) == pytest.approx(expected)

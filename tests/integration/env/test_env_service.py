@@ -140,4 +140,8 @@ async def test_pool_survives_restart_and_scheduler_follows_model_versions(spawn_
     round1 = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 5, RolloutJob)
     assert {j.round for j in round1} == {1}
     assert len(round1) == 5 and sum(j.is_candidate for j in round1) == 3
+    # each candidate's job carries what the critic needs to apply the acceptance rule to its rollouts
+    assert [(j.candidate_check.direction, j.candidate_check.parent_acc, round(j.candidate_check.band_low, 3),
+             round(j.candidate_check.band_high, 3)) for j in round1 if j.is_candidate] == [(DIRECTION_HARDER, 1.0, 0.2, 0.8)] * 3
+    assert not any(j.HasField("candidate_check") for j in round1 if not j.is_candidate)
     assert all(j.min_policy_version == 1 for j in round1)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlanything.v1.events_pb2 import (STEP_LABEL_UNSPECIFIED, JudgedTrajectory, StepJudgement, TaskRef, Trajectory,
+from rlanything.v1.events_pb2 import (STEP_LABEL_UNSPECIFIED, CandidateCheck, JudgedTrajectory, StepJudgement, TaskRef, Trajectory,
                                       TrajectoryStep, Vote)
 
 
 def judged(job_id: str, rollout_index: int, outcome: int, votes_KM: Sequence[Sequence[int]], *,
            group_size: int = 4, round_: int = 0, split: str = "train", is_candidate: bool = False,
            labels: Sequence[int] | None = None, slot_id: str = "gym_text/train-0000", version: int = 0,
-           policy_version: int = 3, rm_version: int = 7, jobs_in_round: int = 1) -> JudgedTrajectory:
+           policy_version: int = 3, rm_version: int = 7, jobs_in_round: int = 1,
+           candidate_check: CandidateCheck | None = None) -> JudgedTrajectory:
     """Rollout ``rollout_index`` of job ``job_id``: one step per entry of ``votes_KM`` (its m votes).
 
     Token ids encode (rollout, step, vote) so tests can check which tokens went into a sample.
@@ -33,5 +34,5 @@ def judged(job_id: str, rollout_index: int, outcome: int, votes_KM: Sequence[Seq
         task=TaskRef(slot_id=slot_id, version=version, family="gym_text"), rollout_index=rollout_index,
         group_size=group_size, task_text="reach the goal", steps=steps, outcome=outcome,
         policy_version=policy_version, is_candidate=is_candidate, split=split, source="rollout",
-        jobs_in_round=jobs_in_round)
+        jobs_in_round=jobs_in_round, candidate_check=candidate_check)
     return JudgedTrajectory(trajectory=trajectory, judgements=judgements, reward_model_version=rm_version)

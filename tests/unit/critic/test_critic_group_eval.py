@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlanything.v1.events_pb2 import (DIRECTION_EASIER, DIRECTION_HARDER, DIRECTION_UNSPECIFIED, STEP_LABEL_BAD,
-                                      STEP_LABEL_GOOD)
+                                      STEP_LABEL_GOOD, CandidateCheck)
 from services.common.config import CriticServiceConfig
 from services.critic.group_eval import evaluate_group
 from services.critic.round_stats import round_metrics
@@ -124,6 +124,7 @@ def test_round_statistics_of_the_group() -> None:
         "policy/staleness": 2.0,
         "time/generate_s": 0.0, "time/env_s": 0.0, "time/judge_s": 0.0,
         "critic/groups_complete": 1.0, "critic/groups_partial": 0.0, "critic/groups_candidate": 0.0,
+        "critic/groups_candidate_trained": 0.0,
         "critic/trajectories": 4.0, "critic/policy_samples": 6.0, "critic/reward_samples": 9.0,
         "critic/jobs_in_round": float(group()[0].trajectory.jobs_in_round),
     })
@@ -141,6 +142,37 @@ def test_candidate_and_eval_groups_report_but_never_train(kw: dict, success_key:
     if success_key:
         assert m[success_key] == 0.5
     assert m["reward/step_accuracy"] == pytest.approx(4 / 6)  # the RM is judged on every group
+
+
+def test_candidate_groups_train_like_drawn_ones_with_candidate_samples_mixed() -> None:
+    drawn = evaluate_group(group(), CriticServiceConfig(), partial=False)
+    cand = evaluate_group(group(is_candidate=True), CriticServiceConfig(candidate_samples="mixed"), partial=False)
+    assert len(cand.policy.samples) == 6 and by_id(cand.policy) == by_id(drawn.policy)
+    assert len(cand.reward.samples) == len(drawn.reward.samples) > 0
+    m = round_metrics([cand.stats])
+    assert "env/in_band_share" not in m  # the share measures the drawn tasks of the pool only
+    heldout = evaluate_group(group(split="heldout", is_candidate=True), CriticServiceConfig(candidate_samples="mixed"),
+                             partial=False)
+    assert len(heldout.policy.samples) == 0 and len(heldout.reward.samples) == 0
+
+
+@pytest.mark.parametrize(("direction", "parent_acc", "band", "trains"), [
+    (DIRECTION_HARDER, 1.0, (0.2, 0.8), True),     # 0.2 <= 0.5 < 1.0: accepted
+    (DIRECTION_HARDER, 0.5, (0.2, 0.8), False),    # not below its parent
+    (DIRECTION_EASIER, 0.0, (0.2, 0.8), True),     # 0 < 0.5 <= 0.8
+    (DIRECTION_EASIER, 0.0, (0.2, 0.4), False),    # above the env's band (the job carries it)
+    (DIRECTION_UNSPECIFIED, 0.0, (0.2, 0.8), False),  # no direction (a live task awaiting admission)
+])
+def test_candidate_trains_by_default_only_when_the_acceptance_rule_admits_it(direction: int, parent_acc: float,
+                                                                            band: tuple, trains: bool) -> None:
+    check = CandidateCheck(direction=direction, parent_acc=parent_acc, band_low=band[0], band_high=band[1])
+    out = evaluate_group(group(is_candidate=True, candidate_check=check), CriticServiceConfig(), partial=False)
+    assert (len(out.policy.samples) == 6, len(out.reward.samples) > 0) == (trains, trains)
+    m = round_metrics([out.stats])
+    assert m["critic/groups_candidate"] == 1.0 and m["critic/groups_candidate_trained"] == float(trains)
+    none = evaluate_group(group(is_candidate=True, candidate_check=check), CriticServiceConfig(candidate_samples="none"),
+                          partial=False)
+    assert len(none.policy.samples) == 0 and len(none.reward.samples) == 0
 
 
 def test_unjudged_evaluation_steps_count_for_success_but_not_for_rm_accuracy() -> None:

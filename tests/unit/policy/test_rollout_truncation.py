@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from rlanything.v1.events_pb2 import RolloutJob, SamplingParams, TaskRef
+from rlanything.v1.events_pb2 import DIRECTION_HARDER, CandidateCheck, RolloutJob, SamplingParams, TaskRef
 
 from services.common.models.generation import Chat, Completion, Generator, Sampling
 from services.env.families.base import TaskSpec
@@ -34,6 +34,20 @@ def test_a_response_cut_by_max_new_tokens_is_marked_on_its_step() -> None:
     gen = Scripted([("I think \\boxed{", "length"), ("\\boxed{1}", "stop"), ("\\boxed{2}", "stop")])
     (t,) = asyncio.run(run_group(job, env, gen))
     assert [(s.valid, s.response_truncated) for s in t.steps][:2] == [(False, True), (True, False)]
+
+
+def test_a_candidate_job_passes_its_acceptance_check_on_to_every_trajectory() -> None:
+    env = LocalEnvClient({"gym_text": FrozenLakeFamily()}, lambda ref: SPEC)
+    check = CandidateCheck(direction=DIRECTION_HARDER, parent_acc=0.875, band_low=0.2, band_high=0.8)
+    job = RolloutJob(job_id="j", task=TaskRef(slot_id="s", family="gym_text"), group_size=2, seeds=[0, 1],
+                     max_steps=1, sampling=SamplingParams(temperature=0.0, max_new_tokens=4), is_candidate=True,
+                     candidate_check=check)
+    trajectories = asyncio.run(run_group(job, env, Scripted([("\\boxed{1}", "stop")])))
+    assert [(t.is_candidate, t.candidate_check) for t in trajectories] == [(True, check)] * 2
+    drawn = RolloutJob(job_id="k", task=TaskRef(slot_id="s", family="gym_text"), group_size=1, seeds=[0], max_steps=1,
+                       sampling=SamplingParams(temperature=0.0, max_new_tokens=4))
+    (t,) = asyncio.run(run_group(drawn, env, Scripted([("\\boxed{1}", "stop")])))
+    assert not t.HasField("candidate_check")
 
 
 def test_a_job_asking_for_a_version_far_ahead_of_every_announcement_is_unreachable() -> None:
