@@ -42,6 +42,8 @@ log = logging.getLogger("rlanything.env.adaptation")
 POOL_DECISIONS = Counter("rla_env_pool_decisions_total", "Task-pool decisions by kind and direction.",
                          ["kind", "direction"])
 _KIND = TaskPoolEvent.Kind
+RETRY_KEY = "retry"
+"""Candidate metadata: how many candidates of its slot were rejected in a row before it was proposed."""
 
 
 class Adaptation:
@@ -160,8 +162,21 @@ class Adaptation:
         kind = _KIND.KIND_ACCEPTED if verdict.accepted else _KIND.KIND_REJECTED
         await self._publish(report, kind, pending.direction, slot, pending, verdict.reason,
                             acc_prev=pending.parent_acc, acc_new=report.acc)
+        retries = int(pending.metadata.get(RETRY_KEY, "0"))
+        if verdict.accepted or retries >= self.cfg.retry_rejected or slot.split != "train" or not self.cfg.enabled:
+            return
+        parent = await self.pool.slot(slot.slot_id)
+        if parent.HasField("pending") or parent.active.version != pending.parent_version:
+            return
+        again = TaskReport()  # the parent's request, again: its acc, the candidate's failures as feedback
+        again.CopyFrom(report)
+        again.job_id, again.acc, again.is_candidate = f"{report.job_id}/retry", pending.parent_acc, False
+        again.task.version = parent.active.version
+        await self._propose(again, parent, pending.direction, retry=retries + 1)
 
-    async def _propose(self, report: TaskReport, slot, direction: int) -> None:
+    async def _propose(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:
+        """Request and propose a variant of ``slot``'s active task; ``retry`` counts the proposals
+        made in a row after rejections (`AdaptationConfig.retry_rejected`), kept in its metadata."""
         await self._publish(report, _KIND.KIND_REQUESTED, direction, slot, None,
                             f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
         family = self.pool.family(slot.family)
@@ -201,7 +216,7 @@ class Adaptation:
         candidate = TaskVersion(knobs=proposal.spec.knobs, seed=proposal.spec.seed, oracle_plan_length=plan,
                                 parent_version=slot.active.version, created_round=report.round,
                                 parent_acc=report.acc, direction=direction, created_from_job=report.job_id,  # type: ignore[arg-type]  # protobuf enum fields take their int values
-                                metadata=family.metadata())
+                                metadata={**family.metadata(), **({RETRY_KEY: str(retry)} if retry else {})})
         new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
         await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
                             f"{proposal.note}; oracle plan {plan} steps (parent {slot.active.oracle_plan_length})",

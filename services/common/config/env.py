@@ -121,6 +121,10 @@ class AdaptationConfig(StrictModel):
         0, ge=0, le=64, description="The first this many of variant_tries keep the knobs and draw another task whose "
                                     "oracle plan is strictly longer (harder) or shorter (easier): a smaller step than "
                                     "a knob move (0 = knob moves only).")
+    retry_rejected: int = Field(
+        0, ge=0, le=8, description="A rejected candidate's slot gets its next candidate at once (from the same parent "
+                                   "acc and direction), at most this many times in a row; 0 = the paper: the slot "
+                                   "waits until it is drawn and reported again.")
     model_proposer: ModelProposerConfig = Field(default_factory=ModelProposerConfig)
     same_task_first: bool = Field(
         False, description="Move a family's same-task knobs first (gym_text: slip, on the same map) and the others "

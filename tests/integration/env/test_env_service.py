@@ -145,3 +145,38 @@ async def test_pool_survives_restart_and_scheduler_follows_model_versions(spawn_
              round(j.candidate_check.band_high, 3)) for j in round1 if j.is_candidate] == [(DIRECTION_HARDER, 1.0, 0.2, 0.8)] * 3
     assert not any(j.HasField("candidate_check") for j in round1 if not j.is_candidate)
     assert all(j.min_policy_version == 1 for j in round1)
+
+
+RETRY = GYM_ONLY + """  adaptation: {{retry_rejected: 1}}
+"""
+
+
+async def test_a_rejected_candidate_is_followed_by_one_retry_at_once(spawn_service, tmp_path, bus) -> None:
+    svc = spawn_service("env", RETRY.format(cache=tmp_path / "cache", scheduler="false"))
+    env = stub(svc.address)
+    slot = next(t for t in wait_for_tasks(env, 5) if t.split == "train")
+    ref = slot.ref
+
+    async def report(job_id: str, version: int, acc: float, is_candidate: bool) -> None:
+        r = TaskReport(job_id=job_id, round=0, task=TaskRef(slot_id=ref.slot_id, version=version, family=ref.family),
+                       group_size=4, rollouts=4, wins=int(acc * 4), acc=acc, is_candidate=is_candidate)
+        await bus.publish(Subjects.CRITIC_TASK, r, msg_id=job_id)
+
+    def kinds(evs) -> list[tuple[str, int]]:
+        return [(TaskPoolEvent.Kind.Name(e.kind).removeprefix("KIND_"), e.candidate.version) for e in evs]
+
+    await report(f"r0/{ref.slot_id}/v0", 0, 1.0, False)  # too easy: a harder candidate (v1)
+    first = await events(bus, Subjects.ENV_POOL, "REPORTS", 2, TaskPoolEvent)
+    assert kinds(first) == [("REQUESTED", 0), ("PROPOSED", 1)]
+    await report(f"r1/{ref.slot_id}/v1", 1, 0.0, True)  # rejected: the next candidate (v2) comes at once
+    second = await events(bus, Subjects.ENV_POOL, "REPORTS", 5, TaskPoolEvent)
+    assert kinds(second[2:]) == [("REJECTED", 1), ("REQUESTED", 0), ("PROPOSED", 2)]
+    assert second[3].acc_prev == 1.0 and second[3].direction == DIRECTION_HARDER  # the parent's request again
+    pending = [t for t in env.ListTasks(env_pb2.ListTasksRequest()).tasks
+               if t.ref.slot_id == ref.slot_id and t.status == "pending"]
+    assert [(t.ref.version, t.metadata["retry"]) for t in pending] == [(2, "1")]
+    await report(f"r2/{ref.slot_id}/v2", 2, 0.0, True)  # rejected again: retry_rejected = 1 is spent
+    third = await events(bus, Subjects.ENV_POOL, "REPORTS", 7, TaskPoolEvent, timeout_s=5)
+    assert kinds(third[5:]) == [("REJECTED", 2)]
+    assert not [t for t in env.ListTasks(env_pb2.ListTasksRequest()).tasks
+                if t.ref.slot_id == ref.slot_id and t.status == "pending"]
