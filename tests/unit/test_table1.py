@@ -27,6 +27,8 @@ def test_rows_are_valid_overrides_of_the_default() -> None:
         load_config("configs/default.yaml", list(row.overrides))  # each row is a valid config
     outcome = load_config("configs/default.yaml", list(ROWS[0].overrides))
     assert outcome.critic.lam == 0 and outcome.reward.frozen and not outcome.env.adaptation.enabled
+    full = load_config("configs/default.yaml", list(ROWS[-1].overrides))
+    assert full.critic.candidate_samples == "accepted" and full.env.adaptation.enabled  # the paper's rule
 
 
 def test_summary_takes_last_eval_gain_and_tail_means() -> None:
