@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from services.common.build_once import build_once
 from services.common.config import FamilyConfig, RunConfig
 from services.reward.judge_prompt import PROMPT_FORMAT
 
@@ -41,15 +42,16 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
     fam_cfg = config.env.families[0]
     key = config_hash(_family_key(fam_cfg), pcfg.sft, pcfg.model.tiny, pcfg.rollout.history_steps)  # seed-free: shared by seeds
     out = Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
-    if (out / "config.json").exists():
+
+    def build(tmp: Path) -> None:
+        log(f"cold start: SFT of the tiny policy on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
+        result = run_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, pcfg.sft, pcfg.model.tiny,
+                         tmp, pcfg.rollout.history_steps, seed=0)
+        log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
+            f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
+
+    if build_once(out, build, on_wait=lambda: log(f"cold start: waiting for another run building {out}")):
         log(f"cold-started policy: cached {out}")
-        return str(out)
-    log(f"cold start: SFT of the tiny policy on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
-    result = run_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, pcfg.sft, pcfg.model.tiny,
-                     out.with_name(out.name + ".tmp"), pcfg.rollout.history_steps, seed=0)
-    out.with_name(out.name + ".tmp").rename(out)
-    log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
-        f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
     return str(out)
 
 
@@ -66,16 +68,16 @@ def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
                       rcfg.field_chars, rcfg.max_new_tokens, config.policy.rollout.history_steps,
                       PROMPT_FORMAT)  # a new prompt layout needs a newly trained judge
     out = Path(config.launcher.coldstart_dir) / f"judge-{fam_cfg.type}-{key}"
-    if (out / "config.json").exists():
+
+    def build(tmp: Path) -> None:
+        log(f"cold start: SFT of the tiny judge on oracle step labels with {rcfg.sft.label_noise:.0%} label noise "
+            f"({rcfg.sft.steps} steps)")
+        result = run_judge_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, rcfg.sft, rcfg.model.tiny, tmp,
+                               settings, rcfg.votes, rcfg.temperature, "", 0,
+                               config.policy.rollout.history_steps)
+        log(f"cold-started judge: step accuracy {result.before.step_accuracy:.2f} -> "
+            f"{result.after.step_accuracy:.2f} vs oracle labels ({result.after.labelled_steps} held-out steps)")
+
+    if build_once(out, build, on_wait=lambda: log(f"cold start: waiting for another run building {out}")):
         log(f"cold-started judge: cached {out}")
-        return str(out)
-    log(f"cold start: SFT of the tiny judge on oracle step labels with {rcfg.sft.label_noise:.0%} label noise "
-        f"({rcfg.sft.steps} steps)")
-    tmp = out.with_name(out.name + ".tmp")
-    result = run_judge_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, rcfg.sft, rcfg.model.tiny, tmp,
-                           settings, rcfg.votes, rcfg.temperature, "", 0,
-                           config.policy.rollout.history_steps)
-    tmp.rename(out)
-    log(f"cold-started judge: step accuracy {result.before.step_accuracy:.2f} -> {result.after.step_accuracy:.2f} "
-        f"vs oracle labels ({result.after.labelled_steps} held-out steps)")
     return str(out)

