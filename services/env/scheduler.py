@@ -36,7 +36,7 @@ from services.common.streams import EVAL_SPLITS, Subjects
 from services.env.pool import TaskPool
 from services.env.slots import ref_of
 
-__all__ = ["Scheduler", "round_ready", "band_weights", "weighted_sample", "candidate_key",
+__all__ = ["Scheduler", "round_ready", "band_weights", "drawable", "weighted_sample", "candidate_key",
            "candidate_released"]
 
 log = logging.getLogger("rlanything.env.scheduler")
@@ -73,6 +73,18 @@ def band_weights(slots: Sequence[TaskSlot], low: float, high: float, out_of_band
     then, so their reports keep asking the environment loop for harder/easier variants.
     """
     return [1.0 if (not s.has_acc or low <= s.last_acc <= high) else out_of_band for s in slots]
+
+
+def drawable(slots: Sequence[TaskSlot], skip_pending: bool) -> list[TaskSlot]:
+    """The train slots a round may draw its N tasks from: all of them, or (``skip_pending``) those
+    without a pending candidate variant.
+
+    A slot gets a candidate only after a report out of band, and the candidate's own G rollouts
+    (released every round until it is decided) both test the variant and, with
+    ``critic.candidate_samples``, train the models; drawing the parent again meanwhile mostly repeats
+    an all-win or all-lose group, which trains nothing.
+    """
+    return [s for s in slots if not (skip_pending and s.HasField("pending"))]
 
 
 def weighted_sample(rng: random.Random, items: Sequence[T], weights: Sequence[float], n: int) -> list[T]:
@@ -208,8 +220,9 @@ class Scheduler:
         every = await self.pool.slots()
         slots = [s for s in every if s.split == "train"]
         rng = random.Random(f"{self.seed}/{round_}")
-        weights = band_weights(slots, self.cfg.band_low, self.cfg.band_high, self.cfg.out_of_band_weight)
-        chosen = weighted_sample(rng, slots, weights, self.cfg.tasks_per_round)
+        eligible = drawable(slots, self.cfg.skip_pending)
+        weights = band_weights(eligible, self.cfg.band_low, self.cfg.band_high, self.cfg.out_of_band_weight)
+        chosen = weighted_sample(rng, eligible, weights, self.cfg.tasks_per_round)
         jobs = []
         for slot in chosen:
             jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng))

@@ -72,6 +72,10 @@ class SchedulerConfig(StrictModel):
     out_of_band_weight: float = Field(
         1.0, gt=0, le=1, description="Sampling weight of a train task whose last acc is outside [band_low, band_high] "
                                      "(in-band and unmeasured tasks weigh 1; 1 = uniform, the paper).")
+    skip_pending: bool = Field(
+        False, description="Do not draw a train task whose slot has a pending candidate variant (its report already "
+                           "asked for that variant, and its last group was out of band); tasks_per_round then caps "
+                           "the draw. False = the paper (every active task may be drawn).")
     band_low: float = Field(0.2, ge=0, le=1, description="Lower edge of the band for out_of_band_weight.")
     band_high: float = Field(0.8, ge=0, le=1, description="Upper edge of the band for out_of_band_weight.")
     max_jobs_in_flight: int = Field(32, ge=1, description="async: jobs published and not yet reported.")

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from rlanything.v1.env_pb2 import TaskSlot
-from services.env.scheduler import band_weights, weighted_sample
+from services.env.scheduler import band_weights, drawable, weighted_sample
 
 
 def slot(name: str, acc: float | None) -> TaskSlot:
@@ -55,3 +55,13 @@ def test_a_candidate_with_a_released_job_gets_no_second_job() -> None:
     assert not candidate_released(released, "gym_text/train-0005", 2)
     assert not candidate_released(released, "gym_text/train-0000", 1)  # no prefix confusion with train-0005
     assert not candidate_released([], "gym_text/train-0005", 1)
+
+
+def test_skip_pending_leaves_out_slots_whose_variant_is_being_tried() -> None:
+    slots = [slot("a", 0.0), slot("b", 0.5), slot("c", 1.0), slot("d", None)]
+    slots[0].pending.version = 1  # a's easier variant is pending
+    slots[2].pending.version = 3
+    assert [s.slot_id for s in drawable(slots, skip_pending=True)] == ["b", "d"]
+    assert [s.slot_id for s in drawable(slots, skip_pending=False)] == ["a", "b", "c", "d"]  # the paper
+    # fewer eligible slots than N: the round draws them all (N is a cap)
+    assert sorted(s.slot_id for s in weighted_sample(random.Random(0), drawable(slots, True), [1.0, 1.0], 3)) == ["b", "d"]
