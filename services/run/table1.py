@@ -30,9 +30,11 @@ ROWS: tuple[Row, ...] = (
         ("critic.lam=0", "reward.frozen=true", "env.adaptation.enabled=false")),
     Row("step_reward", "+ integrated step reward, frozen judge", ("reward.frozen=true", "env.adaptation.enabled=false")),
     Row("rm_training", "+ RM training", ("env.adaptation.enabled=false",)),
-    # the paper's rule: an accepted candidate's rollouts train (the default config's `mixed` trains on every
-    # candidate group, which is more data than the paper's row has)
-    Row("full", "+ environment adaptation (full RLAnything)", ("critic.candidate_samples=accepted",)),
+    # the paper's rules whatever the base config says: an accepted candidate's rollouts train (the default's
+    # `mixed` trains on every candidate group, more data than the paper's row has), a rejected candidate's slot
+    # waits to be drawn again for its next one, and every active task may be drawn
+    Row("full", "+ environment adaptation (full RLAnything)",
+        ("critic.candidate_samples=accepted", "env.adaptation.retry_rejected=0", "env.scheduler.skip_pending=false")),
 )
 
 COLUMNS: tuple[tuple[str, str], ...] = (

@@ -28,7 +28,8 @@ def test_rows_are_valid_overrides_of_the_default() -> None:
     outcome = load_config("configs/default.yaml", list(ROWS[0].overrides))
     assert outcome.critic.lam == 0 and outcome.reward.frozen and not outcome.env.adaptation.enabled
     full = load_config("configs/default.yaml", list(ROWS[-1].overrides))
-    assert full.critic.candidate_samples == "accepted" and full.env.adaptation.enabled  # the paper's rule
+    assert full.critic.candidate_samples == "accepted" and full.env.adaptation.enabled  # the paper's rules
+    assert full.env.adaptation.retry_rejected == 0 and not full.env.scheduler.skip_pending
 
 
 def test_summary_takes_last_eval_gain_and_tail_means() -> None:
