@@ -1,7 +1,7 @@
 """Build a cached directory once, even when several processes ask for it at the same time.
 
-Two runs started together (three seeds side by side), or the policy and reward services of one run
-converting the same model, used to build the same cache entry at once and crash on the rename of
+Two runs started together (three seeds side by side), or two processes of one run building the same
+tiny model or converting the same SmolLM2 checkpoint, used to build the same cache entry at once and crash on the rename of
 the second build ("Directory not empty"). A file lock beside the entry (the `filelock` library)
 lets the first process build it while the others wait, then find it built.
 """
@@ -17,12 +17,12 @@ from filelock import FileLock, Timeout
 __all__ = ["build_once"]
 
 
-def build_once(out: Path, build: Callable[[Path], None], marker: str = "config.json",
+def build_once(out: Path, build: Callable[[Path], object], marker: str = "config.json",
                on_wait: Callable[[], None] | None = None) -> bool:
     """Make sure the directory ``out`` exists, built by ``build(tmp)`` at most once across processes.
 
-    ``build`` writes into a fresh ``<out>.tmp`` directory path (it may create it), which is renamed
-    to ``out`` when it returns. ``out`` counts as built when ``out/marker`` exists. A ``.tmp`` left
+    ``build`` writes into a fresh ``<out>.tmp`` directory path (it may create it; what it returns is
+    ignored), which is renamed to ``out`` when it returns. ``out`` counts as built when ``out/marker`` exists. A ``.tmp`` left
     by a build that died is removed first. ``on_wait`` is called once if another process holds the
     lock (so the caller can say why it waits).
 

@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from services.common.build_once import build_once
 from services.common.config import FamilyConfig, ModelConfig, RewardServiceConfig, RunConfig, load_config
 from services.common.errors import ConfigError
 from services.env.families.registry import build_family
@@ -44,11 +45,12 @@ def tiny_policy(model: ModelConfig, family: FamilyConfig, history_steps: int, ro
         return model.source
     t = model.tiny
     out = Path(model.cache_dir) / f"tiny-{role}-{_family_name(family)}-h{t.hidden_size}-l{t.layers}-v{t.vocab_size}"
-    if not (out / "config.json").exists():
+
+    def build(tmp: Path) -> None:
         fam = build_family(family, Path(model.cache_dir) / "env")
-        tmp = out.with_name(out.name + ".tmp")
         build_tiny_for(demonstrations(fam, family, _POLICY_TOKENIZER_EPISODES, history_steps), tmp, t)
-        tmp.rename(out)
+
+    build_once(out, build)  # the rollout and trainer processes may ask at once
     return str(out)
 
 
@@ -63,13 +65,14 @@ def tiny_judge(cfg: RewardServiceConfig, family: FamilyConfig, history_steps: in
     t = cfg.model.tiny
     out = (Path(cfg.model.cache_dir) / f"tiny-judge-{_family_name(family)}-h{t.hidden_size}-l{t.layers}-v{t.vocab_size}"
            f"-p{cfg.prompt_chars}-f{cfg.field_chars}")
-    if not (out / "config.json").exists():
+
+    def build(tmp: Path) -> None:
         fam = build_family(family, Path(cfg.model.cache_dir) / "env")
         specs = judge_specs(family, _JUDGE_TOKENIZER_EPISODES, TRAIN_SEED_BASE)
         trajectories = record_groups(fam, specs, 1, cfg.sft.expert_prob, 0, history_steps, prefix="tok")
-        tmp = out.with_name(out.name + ".tmp")
         build_tiny_judge(trajectories, tmp, t, JudgeSettings.of(cfg))
-        tmp.rename(out)
+
+    build_once(out, build)
     return str(out)
 
 
@@ -98,11 +101,7 @@ def bootstrap(config: RunConfig, out: Path) -> dict[str, str]:
 
 def _into(target: Path, built: str) -> str:
     """Copy the cached model directory ``built`` to ``target`` (atomically: copy, then rename)."""
-    if not (target / "config.json").exists():
-        tmp = target.with_name(target.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(built, tmp)
-        tmp.rename(target)
+    build_once(target, lambda tmp: shutil.copytree(built, tmp))
     return str(target)
 
 

@@ -20,7 +20,7 @@ def _slow_build(log: Path):
         with log.open("a") as f:
             f.write("built\n")
         tmp.mkdir(parents=True, exist_ok=True)
-        time.sleep(0.5)  # the other process asks while this one builds
+        time.sleep(2.0)  # the other process asks while this one builds (a loaded CI machine may start it late)
         (tmp / "config.json").write_text("{}")
     return build
 
