@@ -50,8 +50,12 @@ class Adaptation:
     """Handles `TaskReport` events for the env service."""
 
     def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig,
-                 live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None) -> None:
+                 live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None,
+                 per_rollout: frozenset[str] = frozenset()) -> None:
         self.pool = pool
+        self.per_rollout = per_rollout
+        """Families whose train tasks stand for their knobs (each rollout its own instance): a
+        candidate's difficulty moves with its knobs, and one instance's oracle plan is not asked to."""
         self.live = live
         self.writer = writer
         """The model proposer of the live family (``proposer: model``; None: it has none)."""
@@ -198,7 +202,7 @@ class Adaptation:
             if plan is None:
                 why = "no winning plan (the oracle cannot solve it)"
                 continue
-            if proposal.same_task or (moves_difficulty(direction, parent_plan, plan)
+            if proposal.same_task or slot.family in self.per_rollout or (moves_difficulty(direction, parent_plan, plan)
                                       and not (proposal.reseed and plan == parent_plan)):
                 break
             why = f"oracle plan {plan} steps does not move from the parent's {parent_plan} in {tries} tries"

@@ -7,6 +7,7 @@ from rlanything.v1 import env_pb2, env_pb2_grpc
 
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
+from services.env.families.base import rollout_instance
 from services.env.pool import TaskPool, spec_of
 from services.env.sessions import SessionStore
 from services.env.slots import find_version, ref_of
@@ -21,9 +22,11 @@ _SPLITS = {"", "train", "heldout", "ood", "live_pending", "live_heldout", "live_
 class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
     """Episodes of pool tasks; library calls run in worker threads so the server stays responsive."""
 
-    def __init__(self, pool: TaskPool, sessions: SessionStore) -> None:
+    def __init__(self, pool: TaskPool, sessions: SessionStore, per_rollout: frozenset[str] = frozenset()) -> None:
         self.pool = pool
         self.sessions = sessions
+        self.per_rollout = per_rollout
+        """Families whose train tasks give each rollout its own instance (`rollout_instance`)."""
 
     @map_errors
     async def ListTasks(self, request: env_pb2.ListTasksRequest, context: grpc.aio.ServicerContext
@@ -59,6 +62,8 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         family = self.pool.family(slot.family)
         version = find_version(slot, request.task.version)
         spec = spec_of(slot.family, version)
+        if slot.split == "train" and slot.family in self.per_rollout:
+            spec = rollout_instance(spec, int(request.seed))
         return await reset_episode(self.sessions, ref_of(slot, version), family, spec, int(request.seed))
 
     @map_errors

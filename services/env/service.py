@@ -64,7 +64,7 @@ class EnvService(Service):
                                                                         self.cfg.adaptation.reseed_tries,
                                                                         self.cfg.adaptation.same_task_first,
                                                                         self.cfg.adaptation.same_task_knobs),
-                                     self.cfg.adaptation, self.live, writer)
+                                     self.cfg.adaptation, self.live, writer, self._per_rollout())
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 
@@ -79,8 +79,11 @@ class EnvService(Service):
             await asyncio.sleep(min(30.0, self.cfg.session_idle_timeout_s / 2))
             self.sessions.expire()
 
+    def _per_rollout(self) -> frozenset[str]:
+        return frozenset(f.type for f in self.cfg.families if f.train_instances == "rollout")
+
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
-        servicer = EnvironmentServicer(self.pool, self.sessions)
+        servicer = EnvironmentServicer(self.pool, self.sessions, self._per_rollout())
         return [(SERVICE_NAME, lambda s: env_pb2_grpc.add_EnvironmentServicer_to_server(servicer, s))]
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:

@@ -24,7 +24,7 @@ def config_hash(*parts: object) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-_POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs", "proposer"}
+_POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs", "proposer", "train_instances"}
 """Family fields that size the task pool or pick its proposer but never change what the cold start
 learns from."""
 

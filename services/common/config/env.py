@@ -33,6 +33,12 @@ class FamilyConfig(StrictModel):
     observation: Literal["map", "window"] = Field(
         "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
                            "agent plus the goal's offset (a tiny model learns from it; see the README).")
+    train_instances: Literal["task", "rollout"] = Field(
+        "task", description="What one train task is. 'task': one instance (one map, one game) that all G rollouts of "
+                            "its group play (the paper). 'rollout': each rollout plays its own instance drawn from the "
+                            "task's knobs (its seed derived from the task's seed and the rollout's), so the group's acc "
+                            "is the policy's success rate at those knobs and moves smoothly with them. Held-out and "
+                            "OOD slots always stay one fixed instance each.")
     proposer: Literal["parametric", "model"] = Field(
         "parametric", description="Who writes this family's variants: 'parametric' moves a difficulty knob; 'model' "
                                   "(text families: live) asks the OpenAI-compatible model of "

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.common.errors import InvalidArgumentError
+from services.common.seeding import derive_seed
 
-__all__ = ["TaskSpec", "StepResult", "Episode", "Knob", "TaskFamily"]
+__all__ = ["TaskSpec", "StepResult", "Episode", "Knob", "TaskFamily", "rollout_instance"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,13 @@ class TaskSpec:
         """A stable cache key: family, sorted knobs and seed."""
         knobs = "-".join(f"{k}{self.knobs[k]:g}" for k in sorted(self.knobs))
         return f"{self.family}-{knobs}-s{self.seed}"
+
+
+def rollout_instance(spec: TaskSpec, episode_seed: int) -> TaskSpec:
+    """The instance one rollout plays when a task stands for its knobs, not one instance
+    (``FamilyConfig.train_instances: rollout``): same family and knobs, a seed in [0, 2**31)
+    derived from the task's seed and the rollout's episode seed (pure; `derive_seed`)."""
+    return TaskSpec(spec.family, dict(spec.knobs), derive_seed("instance", int(spec.seed), int(episode_seed)) % 2**31)
 
 
 @dataclass(frozen=True)
