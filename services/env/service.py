@@ -39,6 +39,8 @@ class EnvService(Service):
         self.cfg: EnvServiceConfig = config.env
         self.families: dict[str, TaskFamily] = {f.type: build_family(f, self.cfg.cache_dir) for f in self.cfg.families}
         check_same_task_knobs(self.families.values(), self.cfg.adaptation.same_task_knobs)
+        self.per_rollout = frozenset(f.type for f in self.cfg.families if f.train_instances == "rollout")
+        """Families whose train rollouts each play their own instance (`FamilyConfig.train_instances`)."""
         self.sessions = SessionStore(self.cfg.session_idle_timeout_s, self.cfg.max_sessions)
         self.pool_ready = asyncio.Event()
 
@@ -64,7 +66,7 @@ class EnvService(Service):
                                                                         self.cfg.adaptation.reseed_tries,
                                                                         self.cfg.adaptation.same_task_first,
                                                                         self.cfg.adaptation.same_task_knobs),
-                                     self.cfg.adaptation, self.live, writer, self._per_rollout())
+                                     self.cfg.adaptation, self.live, writer, self.per_rollout)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 
@@ -79,11 +81,8 @@ class EnvService(Service):
             await asyncio.sleep(min(30.0, self.cfg.session_idle_timeout_s / 2))
             self.sessions.expire()
 
-    def _per_rollout(self) -> frozenset[str]:
-        return frozenset(f.type for f in self.cfg.families if f.train_instances == "rollout")
-
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
-        servicer = EnvironmentServicer(self.pool, self.sessions, self._per_rollout())
+        servicer = EnvironmentServicer(self.pool, self.sessions, self.per_rollout)
         return [(SERVICE_NAME, lambda s: env_pb2_grpc.add_EnvironmentServicer_to_server(servicer, s))]
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:
