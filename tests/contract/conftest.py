@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services.common.config import FamilyConfig, RewardServiceConfig
 from services.common.nats_server import NatsServer, free_port
-from services.offline.bootstrap import tiny_judge
 from tests.conftest import ServiceProcess
 
 VOTES = 3
@@ -50,10 +48,9 @@ def contract_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(contract_dir: Path) -> Path:
-    cfg = RewardServiceConfig(model={"cache_dir": str(contract_dir / "models"), "tiny": {"hidden_size": 64}},
-                              prompt_chars=200, field_chars=120)
-    return Path(tiny_judge(cfg, FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})))
+def tiny_model(tiny_judge_dir: Path) -> Path:
+    """The session's tiny random judge (tests/conftest.py), served by the llm and openai backends."""
+    return tiny_judge_dir
 
 
 def _start(name: str, section: dict, nats: NatsServer, where: Path) -> ServiceProcess:

@@ -15,7 +15,7 @@ import pytest
 from services.common.nats_server import NatsServer
 from services.contract.env_contract import check_environment
 from tests.contract.conftest import _start, _stop
-from tests.e2e.test_run_loop import RLANYTHING
+from tests.launch import RLANYTHING
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from services.common.nats_server import NatsServer, free_port
 from services.contract.critic_contract import check_critic
 from services.contract.policy_contract import check_policy
 from tests.contract.conftest import _start, _stop
-from tests.e2e.test_run_loop import RLANYTHING
+from tests.launch import RLANYTHING
 from tests.integration.critic.test_critic_service import publish, train_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

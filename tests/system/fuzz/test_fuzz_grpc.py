@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from rlanything.v1 import critic_pb2, env_pb2, ingest_pb2, policy_pb2, reward_pb2
-from tests.fuzz.tally import EXAMPLES, tally
-from tests.fuzz.strategies import payloads
+from tests.system.fuzz.tally import EXAMPLES, tally
+from tests.system.fuzz.strategies import payloads
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 MODULES = {"env": env_pb2, "policy": policy_pb2, "reward": reward_pb2, "critic": critic_pb2, "ingest": ingest_pb2}
 ACCEPTED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,

@@ -13,9 +13,9 @@ import pytest
 from services.common.nats_server import NatsServer
 from services.run.recorder import read_events
 from tests.contract.conftest import _start, _stop
-from tests.e2e.test_run_loop import RLANYTHING, write_config
+from tests.launch import RLANYTHING, write_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

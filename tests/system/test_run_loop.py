@@ -4,11 +4,9 @@ models, as separate processes over a real NATS server; then Ctrl-C and --resume.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,51 +18,15 @@ from services.common.config import ConsumerConfig, NatsConfig
 from services.common.kv import ProtoBucket
 from services.common.nats_server import NatsServer
 from services.run.recorder import read_events
+from tests.launch import RLANYTHING, rounds_of, write_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-RLANYTHING = str(Path(sys.executable).parent / "rlanything")
-TINY = """
-run_name: e2e
-seed: 1
-loop: {rounds: ROUNDS}
-env:
-  families:
-    - {type: gym_text, knobs: {size: 4, hole_prob: 0.2}, train_slots: 4, heldout_slots: 2,
-       ood_knobs: {size: 5, hole_prob: 0.25}, ood_slots: 2}
-  scheduler: {tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2,
-              max_new_tokens: 12}
-policy:
-  model: {threads: 1, tiny: {hidden_size: 64}}
-  sft: {episodes: 30, steps: 30, eval_episodes: 4}
-  ppo: {optimizer_steps: 2}
-reward:
-  model: {threads: 1, tiny: {hidden_size: 64}}
-  max_new_tokens: 12
-  prompt_chars: 300
-  field_chars: 150
-  sft: {episodes: 10, steps: 20, eval_episodes: 3}
-critic: {group_timeout_s: 120}
-# The 30-step cold start rarely writes a valid \\boxed{i} yet: these tests check the plumbing, not learning,
-# so the format-collapse guard is off here (its own test below turns it on).
-launcher: {coldstart_dir: COLD, round_timeout_s: 600, max_invalid_answer_rate: 1.0}
-"""
-
-
-def write_config(tmp_path: Path, rounds: int, cold: Path) -> Path:
-    path = tmp_path / "tiny.yaml"
-    path.write_text(TINY.replace("ROUNDS", str(rounds)).replace("COLD", str(cold)))
-    return path
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def cold(tiny_cold: Path) -> Path:
     """The cold-start cache of the session (SFT runs once)."""
     return tiny_cold
-
-
-def rounds_of(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 async def pool_slots(store: Path) -> list[TaskSlot]:

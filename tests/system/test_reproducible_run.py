@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from services.run.recorder import read_events
-from tests.e2e.test_run_loop import RLANYTHING, rounds_of, write_config
+from tests.launch import RLANYTHING, rounds_of, write_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 NOT_REPRODUCIBLE = ("time/", "logprob_mismatch", "launcher/restarts", "env/requested_", "env/proposed_",
                     "env/accepted_", "env/rejected_")

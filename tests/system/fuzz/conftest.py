@@ -1,5 +1,5 @@
 """One `rlanything up --fail-fast` for the fuzz tests (any crash ends it, and the tests see it),
-and the bound on generated inputs: ``RLA_FUZZ_EXAMPLES`` per method or subject (`make test`
+and the bound on generated inputs: ``RLA_FUZZ_EXAMPLES`` per method or subject (`make test-all`
 keeps it small; `make fuzz` runs the large bound and writes ``bench/fuzz.md``)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from services.common.grpc_runtime import check_health_sync
-from tests.fuzz.tally import write_report
-from tests.integration.test_launcher import RLANYTHING, stop_launcher, wait_for
+from tests.system.fuzz.tally import write_report
+from tests.launch import RLANYTHING, stop_launcher, wait_for
 
 @pytest.fixture(scope="package")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:

@@ -13,9 +13,9 @@ import pytest
 
 from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, NatsConfig
-from tests.integration.test_launcher import RLANYTHING, wait_for
+from tests.launch import RLANYTHING, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 

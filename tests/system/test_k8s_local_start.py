@@ -45,7 +45,7 @@ from tests.k8s.kube import (
     render,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 OVERLAY = "default"
 """The kustomization whose commands are run (switch to "cpu" if the default ever needs a GPU-only

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from rlanything.v1 import events_pb2, ingest_pb2
 from services.common.config.base import MAX_MESSAGE_BYTES
 from services.common.streams import DLQ_PREFIX
-from tests.fuzz.tally import EVENTS, tally
-from tests.fuzz.strategies import payloads
+from tests.system.fuzz.tally import EVENTS, tally
+from tests.system.fuzz.strategies import payloads
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 E, I = events_pb2, ingest_pb2
 CONSUMED = [  # (stream, durable consumer, a subject it consumes, the payload type)

@@ -1,5 +1,6 @@
-"""Shared by the end-to-end tests: one cold start of the tiny config and one finished two-round
-run of it (read by the loop, viewer and tracker tests, so the run happens once per session)."""
+"""Shared by the system tests: one finished two-round run of the tiny config (read by the loop, viewer,
+shadow-judge and reproducibility tests, so the run happens once per session). The cold start it uses,
+``tiny_cold``, is the session's (tests/conftest.py), shared with the heavy tier."""
 
 from __future__ import annotations
 
@@ -10,16 +11,10 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def tiny_cold(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny config's cold-start cache (SFT runs once)."""
-    return tmp_path_factory.mktemp("coldstart")
-
-
-@pytest.fixture(scope="session")
 def two_round_run(tmp_path_factory: pytest.TempPathFactory, tiny_cold: Path) -> Path:
     """The run directory of a finished 2-round `rlanything run` of the tiny config, with an oracle
     shadow judge beside the running one (`test_run_loop` checks it changes nothing)."""
-    from tests.e2e.test_run_loop import RLANYTHING, write_config
+    from tests.launch import RLANYTHING, write_config
 
     tmp = tmp_path_factory.mktemp("two-rounds")
     run_dir = tmp / "run"

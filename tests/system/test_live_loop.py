@@ -23,10 +23,9 @@ from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, NatsConfig
 from rlanything.v1.events_pb2 import Trajectory
 from services.common.nats_server import NatsServer
-from tests.e2e.test_run_loop import RLANYTHING, rounds_of
-from tests.integration.test_launcher import wait_for
+from tests.launch import RLANYTHING, rounds_of, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 KEY = "acme-e2e-key-0123456789"
 CONFIG = f"""
@@ -139,10 +138,10 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_live_traffic_during_a_run_is_judged_trained_and_turned_into_a_task(tmp_path: Path) -> None:
+def test_live_traffic_during_a_run_is_judged_trained_and_turned_into_a_task(tmp_path: Path, tiny_cold: Path) -> None:
     run_dir = tmp_path / "run"
     config = tmp_path / "live.yaml"
-    config.write_text(CONFIG.replace("COLD", str(tmp_path / "cold")))
+    config.write_text(CONFIG.replace("COLD", str(tiny_cold)))  # its own key in the session cache
     run = subprocess.Popen([RLANYTHING, "run", str(config), "--run-dir", str(run_dir)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -30,23 +30,24 @@ from services.common.grpc_runtime import check_health_sync
 from services.common.kv import ProtoBucket
 from services.common.trainer_shell import batch_key
 from services.common.nats_server import NatsServer
-from tests.e2e.test_run_loop import RLANYTHING, rounds_of, write_config
+from tests.launch import RLANYTHING, rounds_of, write_config
 
 FULL = os.environ.get("RLA_CHAOS_FULL") == "1"
 """`make chaos`: every process is killed once (the env too) and the asynchronous run is longer;
-`make test` kills critic, reward, NATS and policy."""
+`make test-all` (the heavy tier) kills critic, reward, NATS and policy."""
 REPORT = os.environ.get("RLA_CHAOS_REPORT", "")
 """`make chaos` writes each run's per-round counts here (markdown); empty: no file."""
 COUNT_KEYS = ("counts/jobs", "counts/trajectories", "counts/judged", "critic/groups_complete",
               "counts/policy_batches", "counts/reward_batches", "policy/version", "reward/version",
               "launcher/restarts")
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.heavy, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def cold(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("coldstart-chaos")
+def cold(tiny_cold: Path) -> Path:
+    """The session's cold start of the tiny config (the system tier's too: SFT runs once)."""
+    return tiny_cold
 
 
 def _wait_rounds(run_dir: Path, proc: subprocess.Popen, n: int, timeout_s: float = 600.0) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from services.run.recorder import read_events
-from tests.e2e.test_run_loop import RLANYTHING, rounds_of
-from tests.e2e.untrained import untrained_config
+from tests.launch import RLANYTHING, rounds_of
+from tests.system.untrained import untrained_config
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 def test_two_rounds_on_the_example_environment_server(tmp_path: Path) -> None:

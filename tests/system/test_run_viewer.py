@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from services.run.recorder import read_events
-from tests.e2e.test_run_loop import RLANYTHING, rounds_of
+from tests.launch import RLANYTHING, rounds_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOT = os.environ.get("RLA_VIEWER_SCREENSHOT", "")
 """Where to save the page's screenshot after a click (the README's picture); empty: a temp file."""
@@ -62,7 +62,8 @@ def test_tensorboard_event_files_hold_every_rounds_metrics(two_round_run: Path) 
     assert "config" in " ".join(acc.Tags()["tensors"])  # the run config, as text
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (`apt-get install chromium`; make test installs it as root)")
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (`apt-get install chromium`; "
+                                             "make test-all and make test-system install it as root)")
 def test_the_viewer_page_in_headless_chromium(two_round_run: Path, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
