@@ -92,6 +92,7 @@ bench: setup
 	$(PY) scripts/bench_shared_prefill.py bench/shared_prefill.md
 	$(PY) scripts/bench_live.py bench/live_usage.md
 	$(PY) scripts/bench_load.py bench/load.md
+	$(PY) scripts/bench_trainer_memory.py bench/trainer_memory.md
 
 # Fuzzing at the full bound: 800 generated requests per gRPC method (13 methods), 1000 events per
 # consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test-all runs the same tests at 40).

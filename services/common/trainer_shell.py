@@ -25,7 +25,7 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -41,6 +41,7 @@ from rlanything.v1.events_pb2 import ModelVersion
 from services.common.bus import Delivery, EventBus
 from services.common.kv import ProtoBucket, escape_id
 from services.common.models.generation import HFGenerator
+from services.common.models.loading import load_model
 from services.common.training import ppo_update
 from services.common.seeding import derive_seed
 
@@ -99,15 +100,25 @@ class PPOLearner:
     """
 
     def __init__(self, generator: HFGenerator, ppo: PPOConfig, checkpoint_dir: str | Path, frozen: bool = False,
-                 seed: int = 0) -> None:
+                 seed: int = 0, reference_source: str = "") -> None:
         self.generator = generator
         self.seed = seed
         self.ppo = ppo
         self.checkpoint_dir = Path(checkpoint_dir)
         self.frozen = frozen
         self.optimizer = torch.optim.AdamW(generator.model.parameters(), lr=ppo.lr)
-        self.reference = copy.deepcopy(generator.model).eval() if ppo.ref_beta and not frozen else None
-        """Frozen starting weights for the KL anchor (``ppo.ref_beta``)."""
+        if ppo.gradient_checkpointing:
+            generator.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.reference: torch.nn.Module | Callable[[], torch.nn.Module] | None = None
+        """The KL anchor's starting weights (``ppo.ref_beta``): a frozen copy (``ppo.reference`` resident) or a
+        loader of ``reference_source`` (reload: in memory only during each update's reference pass)."""
+        if ppo.ref_beta and not frozen:
+            if ppo.reference == "reload":
+                if not reference_source:
+                    raise ValueError("ppo.reference=reload needs the starting model's source (reference_source)")
+                self.reference = lambda: load_model(reference_source, generator.cache_dir)[0]
+            else:
+                self.reference = copy.deepcopy(generator.model).eval()
 
     async def initial_uri(self, role: str) -> str:
         return str(save_checkpoint(self.generator.model, self.generator.tokenizer, self.checkpoint_dir, role, 0))

@@ -9,13 +9,15 @@ between the two is measured whenever both exist.
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
-from services.common.algo.batching import Sample, make_batch, merge_duplicates
+from services.common.adamw_undo import undo_adamw_step
+from services.common.algo.batching import Batch, Sample, make_batch, merge_duplicates, micro_batches
 from services.common.algo.ppo_loss import k3_kl, ppo_clip_loss
 from services.common.config import PPOConfig
 from services.common.models.logprobs import token_logprobs
@@ -37,25 +39,80 @@ def warmup_lr(lr: float, steps_done: int, warmup_steps: int) -> float:
     return lr * (steps_done + 1) / warmup_steps
 
 
-def _snapshot(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """Copies of the weights and the optimizer state (to undo one step)."""
-    return ({k: v.detach().clone() for k, v in model.state_dict().items()}, copy.deepcopy(optimizer.state_dict()))
+@dataclass(frozen=True)
+class _Pass:
+    """What one minibatch's forward/backward passes measured (weighted as over the whole minibatch)."""
+
+    loss: float
+    kl: float
+    """k3 KL(π_old‖π_θ) of the minibatch before the step."""
+    kl_start: float
+    """k3 KL to the weights this update started from (= ``kl`` when π_old was recomputed)."""
+    clip_fraction: float
+    ref_kl: float
 
 
-def _restore(model: torch.nn.Module, optimizer: torch.optim.Optimizer, snapshot: tuple[dict, dict]) -> None:
-    model.load_state_dict(snapshot[0])
-    optimizer.load_state_dict(snapshot[1])
+def _micro(batch: Batch, rows: Tensor, budget: int) -> list[tuple[Tensor, int, int]]:
+    """``rows`` (indices into ``batch``) cut under the token budget: (row indices, padded length, positions
+    whose logits are needed) each. The last count covers every response token of the micro-batch
+    (a row's response ends it: rows are right-padded) and the position before its first."""
+    lengths = batch.attention_mask_BL[rows].sum(-1).tolist()
+    first_response = batch.response_mask_BL[rows].argmax(-1).tolist()
+    out = []
+    for part in micro_batches([int(n) for n in lengths], budget):
+        n = int(max(lengths[i] for i in part))
+        out.append((rows[torch.tensor(part)], n, n - min(int(first_response[i]) for i in part) + 1))
+    return out
 
 
 @torch.no_grad()
-def _batch_kl(model: torch.nn.Module, ids_BL: torch.Tensor, attention_BL: torch.Tensor, old_BL: torch.Tensor,
-              mask_BL: torch.Tensor, weight_B: torch.Tensor) -> float:
-    """k3 KL(π_old‖π_θ) of the given samples (token mean per sample, then the weighted sample mean)."""
+def _logprobs(model: torch.nn.Module, batch: Batch, rows: Tensor, budget: int) -> Tensor:
+    """log π of every token of ``rows``, [len(rows), L] (padding 0), computed micro-batch by micro-batch."""
     was_training = model.training
     model.eval()
-    logp_BL = token_logprobs(model, ids_BL, attention_BL)
+    out_RL = torch.zeros((len(rows), batch.input_ids_BL.shape[1]))
+    where = {int(r): i for i, r in enumerate(rows)}
+    for part, length, keep in _micro(batch, rows, budget):
+        logp = token_logprobs(model, batch.input_ids_BL[part, :length], batch.attention_mask_BL[part, :length], keep)
+        out_RL[[where[int(r)] for r in part], :length] = logp
     model.train(was_training)
-    return float(k3_kl(logp_BL, old_BL, mask_BL, weight_B))
+    return out_RL
+
+
+def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tensor, start_BL: Tensor,
+                ref_BL: Tensor | None, cfg: PPOConfig) -> _Pass:
+    """Forward and backward over the minibatch ``rows`` in micro-batches (``cfg.micro_batch_tokens``),
+    the gradients summed in ``.grad``. Each micro-batch's loss is weighted by its share of the
+    minibatch's sample weight, and its token statistics by its share of the weighted tokens: the
+    loss (a weighted mean over samples, `ppo_loss`) and so the gradient are those of the whole
+    minibatch at once, whatever the cut (up to float summation order)."""
+    weight_B, mask_BL = batch.weight_B, batch.response_mask_BL
+    total_w = float(weight_B[rows].sum())
+    total_tok = float((mask_BL[rows] * weight_B[rows].unsqueeze(-1)).sum()) or 1.0
+    loss = kl = kl_start = clip = ref_kl = 0.0
+    for part, n, keep in _micro(batch, rows, cfg.micro_batch_tokens):
+        w = weight_B[part]
+        logp = token_logprobs(model, batch.input_ids_BL[part, :n], batch.attention_mask_BL[part, :n], keep)
+        part_loss, stats = ppo_clip_loss(logp, old_BL[part, :n], batch.advantage_B[part], mask_BL[part, :n],
+                                         eps=cfg.eps, beta=cfg.beta, dual_clip=cfg.dual_clip,
+                                         logp_ref_BT=None if ref_BL is None else ref_BL[part, :n],
+                                         ref_beta=cfg.ref_beta, weight_B=w)
+        share = float(w.sum()) / total_w
+        (part_loss * share).backward()
+        loss += stats.loss * share
+        kl += stats.kl * share
+        ref_kl += stats.ref_kl * share
+        clip += stats.clip_fraction * float((mask_BL[part, :n] * w.unsqueeze(-1)).sum()) / total_tok
+        kl_start += share * (stats.kl if old_BL is start_BL else float(
+            k3_kl(logp.detach(), start_BL[part, :n], mask_BL[part, :n], w)))
+    return _Pass(loss, kl, kl_start, clip, ref_kl)
+
+
+@torch.no_grad()
+def _batch_kl(model: torch.nn.Module, batch: Batch, rows: Tensor, start_BL: Tensor, budget: int) -> float:
+    """k3 KL(π_start‖π_θ) of ``rows`` (token mean per sample, then the weighted sample mean)."""
+    logp_RL = _logprobs(model, batch, rows, budget)
+    return float(k3_kl(logp_RL, start_BL[rows], batch.response_mask_BL[rows], batch.weight_B[rows]))
 
 
 def _steps_done(optimizer: torch.optim.Optimizer) -> int:
@@ -70,7 +127,8 @@ def _steps_done(optimizer: torch.optim.Optimizer) -> int:
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
                cfg: PPOConfig, pad_id: int, recompute_old: bool = True,
-               reference: torch.nn.Module | None = None, seed: int = 0) -> dict[str, float]:
+               reference: torch.nn.Module | Callable[[], torch.nn.Module] | None = None,
+               seed: int = 0) -> dict[str, float]:
     """Train ``model`` in place on ``samples``; returns metrics (``ppo/...`` keys).
 
     ``seed`` seeds the minibatch split (its own `torch.Generator`, so that nothing else that draws
@@ -84,9 +142,18 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     KL over the whole batch above it is undone (weights and optimizer state), then the update
     stops. Measured on the tiny policy: one AdamW step at lr 3e-4 took the KL from 0.1 to 13.9
     nats and the train success from 0.56 to 0.14. The check costs one forward pass over the
-    minibatch per step, and a copy of the weights and optimizer state (cheap for small models).
+    minibatch per step; the undo inverts the AdamW step from the gradients it used
+    (`adamw_undo.undo_adamw_step`), with no copy of weights or optimizer state, so ``optimizer``
+    must be `torch.optim.AdamW` when ``cfg.max_kl`` is set.
 
-    ``reference`` (with ``cfg.ref_beta > 0``) adds β_ref·KL(π_θ‖π_ref) to the loss, the anchor
+    ``cfg.micro_batch_tokens`` bounds the tokens of one forward/backward pass: each minibatch (and
+    each no-grad pass: π_old, the reference, the KL check) is cut into micro-batches under it and
+    the gradients are accumulated, each micro-batch's loss weighted by its share of the
+    minibatch's samples, so the gradient does not depend on the cut. Activation memory scales
+    with the budget instead of the minibatch.
+
+    ``reference`` (with ``cfg.ref_beta > 0``; a model, or a function that loads one for this update
+    and whose result is dropped before the optimizer steps) adds β_ref·KL(π_θ‖π_ref) to the loss, the anchor
     GRPO keeps to its initial model: the KL to π_old alone is reset every round and lets the
     shared format tokens drift (measured: invalid answers 0.04 → 0.45 within one round, every
     step inside the trust region).
@@ -94,6 +161,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     With ``cfg.merge_duplicates`` identical samples are trained once, weighted by their count
     (`batching.merge_duplicates`: the loss is the same, the forward and backward passes are not
     repeated); in asynchronous mode only those with equal behaviour log-probs are merged.
+
+    Raises:
+        TypeError: ``cfg.max_kl`` is set, a step must be undone and ``optimizer`` is not AdamW.
 
     Metrics: loss, kl, clip_fraction (means over the steps taken), ref_kl (last step's KL to the
     reference), kl_max (largest minibatch KL seen, including the one that stopped the update),
@@ -112,9 +182,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                "ppo/response_tokens": float(batch.response_mask_BL.sum(-1).mean()) if n else 0.0}
     if n == 0:
         return metrics
-    model.eval()
-    with torch.no_grad():
-        recomputed_BL = token_logprobs(model, batch.input_ids_BL, batch.attention_mask_BL)
+    every = torch.arange(n)
+    recomputed_BL = _logprobs(model, batch, every, cfg.micro_batch_tokens)
     has_behaviour = all(s.behaviour_logprobs for s in samples if s.sample_id in set(batch.sample_ids))
     mask = batch.response_mask_BL
     if has_behaviour:
@@ -123,51 +192,43 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     old_BL = recomputed_BL if recompute_old or not has_behaviour else batch.behaviour_logprobs_BL
     ref_BL = None
     if reference is not None and cfg.ref_beta:
-        with torch.no_grad():
-            ref_BL = token_logprobs(reference, batch.input_ids_BL, batch.attention_mask_BL)
+        ref_model = reference if isinstance(reference, torch.nn.Module) else reference()
+        ref_BL = _logprobs(ref_model, batch, every, cfg.micro_batch_tokens)
+        del ref_model  # a reloaded reference is freed before the optimizer steps
     model.train()
     steps = min(cfg.optimizer_steps, n)
     taken, stopped, reverted = 0, False, 0
     split = torch.Generator().manual_seed(seed)
     for _epoch in range(cfg.epochs):
         for chunk in torch.chunk(torch.randperm(n, generator=split), steps):
-            logp_BL = token_logprobs(model, batch.input_ids_BL[chunk], batch.attention_mask_BL[chunk])
-            loss, stats = ppo_clip_loss(logp_BL, old_BL[chunk], batch.advantage_B[chunk], mask[chunk],
-                                        eps=cfg.eps, beta=cfg.beta,
-                                        dual_clip=cfg.dual_clip,
-                                        logp_ref_BT=None if ref_BL is None else ref_BL[chunk], ref_beta=cfg.ref_beta,
-                                        weight_B=batch.weight_B[chunk])
+            optimizer.zero_grad(set_to_none=True)
             # the trust region is measured from the weights this update started from (= π_old in sync
             # mode; in async mode π_old is the older behaviour policy, which may already lie outside it)
-            kl_start = stats.kl if old_BL is recomputed_BL else float(
-                k3_kl(logp_BL.detach(), recomputed_BL[chunk], mask[chunk], batch.weight_B[chunk]))
-            metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), kl_start)
-            if cfg.max_kl and kl_start > cfg.max_kl:
+            done = _accumulate(model, batch, chunk, old_BL, recomputed_BL, ref_BL, cfg)
+            metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), done.kl_start)
+            if cfg.max_kl and done.kl_start > cfg.max_kl:
                 stopped = True  # this minibatch already sees a policy too far from π_old: stop here
                 break
-            snapshot = _snapshot(model, optimizer) if cfg.max_kl else None
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             lr = warmup_lr(cfg.lr, _steps_done(optimizer), cfg.warmup_steps)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             optimizer.step()
-            if snapshot is not None:
-                kl_after = _batch_kl(model, batch.input_ids_BL[chunk], batch.attention_mask_BL[chunk],
-                                     recomputed_BL[chunk], mask[chunk], batch.weight_B[chunk])
+            if cfg.max_kl:
+                kl_after = _batch_kl(model, batch, chunk, recomputed_BL, cfg.micro_batch_tokens)
                 metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
                 if kl_after > cfg.max_kl:  # this one step left the trust region: undo it and stop
-                    _restore(model, optimizer, snapshot)
+                    undo_adamw_step(optimizer)
                     stopped, reverted = True, 1
                     break
             taken += 1
-            metrics["ppo/loss"] += stats.loss
-            metrics["ppo/kl"] += stats.kl
-            metrics["ppo/clip_fraction"] += stats.clip_fraction
-            metrics["ppo/ref_kl"] = stats.ref_kl
+            metrics["ppo/loss"] += done.loss
+            metrics["ppo/kl"] += done.kl
+            metrics["ppo/clip_fraction"] += done.clip_fraction
+            metrics["ppo/ref_kl"] = done.ref_kl
         if stopped:
             break
+    optimizer.zero_grad(set_to_none=True)  # the gradients are not kept between updates (4 bytes per parameter)
     metrics["ppo/reverted_steps"] = float(reverted)
     for key in ("ppo/loss", "ppo/kl", "ppo/clip_fraction"):
         metrics[key] /= max(1, taken)

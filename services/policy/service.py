@@ -58,7 +58,7 @@ class PolicyService(Service):
         if self.trains:
             store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
             learner = PPOLearner(HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device),
-                                 self.cfg.ppo, self.cfg.checkpoint_dir, seed=self.config.seed)
+                                 self.cfg.ppo, self.cfg.checkpoint_dir, seed=self.config.seed, reference_source=self.source)
             self.trainer = await Trainer.open(bus, "policy", learner, self.versions, store, mode=self.config.loop.mode,
                                    min_samples_async=self.cfg.ppo.min_samples_async)
             await self.trainer.ensure_initial_version(self.source)

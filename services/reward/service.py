@@ -69,7 +69,7 @@ class RewardService(Service):
             if self.cfg.backend == "llm":
                 generator = HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device)
                 learner = PPOLearner(generator, self.cfg.ppo, self.cfg.checkpoint_dir, frozen=self.cfg.frozen,
-                                     seed=self.config.seed)
+                                     seed=self.config.seed, reference_source=self.source)
             else:
                 learner = VersionOnlyLearner("oracle:" if self.cfg.backend == "oracle"
                                              else f"openai:{self.cfg.model.openai_base_url}")

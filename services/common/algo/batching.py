@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Sample", "Batch", "make_batch", "merge_duplicates"]
+__all__ = ["Sample", "Batch", "make_batch", "merge_duplicates", "micro_batches"]
 
 
 @dataclass(frozen=True)
@@ -116,4 +116,33 @@ def merge_duplicates(samples: Sequence[Sample], by_behaviour: bool = False) -> l
         advantage = sum(s.advantage * s.weight for s in group) / weight
         out.append(Sample(first.sample_id, first.prompt_ids, first.response_ids, advantage, first.behaviour_logprobs,
                           weight))
+    return out
+
+
+def micro_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Cut rows of the given lengths (tokens) into micro-batches of at most ``token_budget`` padded
+    tokens each (rows × the longest row in it); a row longer than the budget goes alone.
+
+    Rows are taken longest first, so rows of similar length share a micro-batch and little padding is
+    computed. Every position ``0..len(lengths)-1`` appears exactly once. ``token_budget`` 0 gives one
+    micro-batch of every row (in order).
+
+    Raises:
+        ValueError: ``token_budget`` < 0, or a length < 1.
+    """
+    if token_budget < 0:
+        raise ValueError(f"token_budget must be >= 0, got {token_budget}")
+    if any(n < 1 for n in lengths):
+        raise ValueError(f"every length must be >= 1, got {list(lengths)}")
+    if token_budget == 0 or not lengths:
+        return [list(range(len(lengths)))] if lengths else []
+    out: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        longest = lengths[current[0]] if current else lengths[i]
+        if current and (len(current) + 1) * longest > token_budget:
+            out.append(current)
+            current = []
+        current.append(i)
+    out.append(current)
     return out

@@ -71,7 +71,19 @@ class PPOConfig(StrictModel):
         True, description="Train identical (prompt, response) samples with same-sign advantages once, weighted by "
                           "their count: the same loss, about a third of the forward/backward work on FrozenLake.")
     max_length: int = Field(1024, ge=2, description="Samples longer than this (tokens) are dropped with their advantage.")
+    micro_batch_tokens: int = Field(
+        0, ge=0, description="Tokens of one forward/backward pass (rows × longest row): a minibatch is cut into "
+                             "micro-batches under this budget and their gradients accumulated, the loss weighted as "
+                             "over the whole minibatch, so the update does not depend on the cut (0 = one pass).")
     min_samples_async: int = Field(64, ge=1, description="async mode: train once this many samples are stored.")
+    reference: Literal["resident", "reload"] = Field(
+        "resident", description="Where the reference of ref_beta lives: 'resident' = a second copy of the starting "
+                                "model in memory (4 bytes/param in fp32); 'reload' = loaded from the starting model "
+                                "for each update's reference pass and freed before the optimizer steps (a load per "
+                                "update, no memory during the steps).")
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute each layer's activations in the backward pass instead of keeping them "
+                           "(transformers' gradient checkpointing): less memory, about a third more compute.")
 
     @model_validator(mode="after")
     def _dual_clip_above_one(self) -> "PPOConfig":
