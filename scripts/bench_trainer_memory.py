@@ -36,6 +36,9 @@ TRAINERS = {
     "ppo-micro": ({"micro_batch_tokens": 1024}, "micro_batch_tokens 1024 (4 rows a pass)"),
     "ppo-lean": ({"micro_batch_tokens": 256, "gradient_checkpointing": True, "reference": "reload"},
                  "micro_batch_tokens 256, gradient_checkpointing, reference reload"),
+    "lora": ({"lora": {"rank": 16, "alpha": 32}}, "LoRA r=16 on every linear layer, one pass a minibatch"),
+    "lora-lean": ({"lora": {"rank": 16, "alpha": 32}, "micro_batch_tokens": 256, "gradient_checkpointing": True},
+                  "LoRA r=16, micro_batch_tokens 256, gradient_checkpointing"),
 }
 """Trainer settings measured, each on top of the default trust region: PPOConfig overrides and a note."""
 MODES = ("inference", *TRAINERS)

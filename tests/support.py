@@ -38,3 +38,14 @@ def wait_for_tasks(env: env_pb2_grpc.EnvironmentStub, count: int, timeout_s: flo
             return tasks
         time.sleep(0.1)
     raise AssertionError(f"pool has {len(tasks)} tasks, expected {count}")
+
+
+def tiny_causal_lm(layers: int = 2):
+    """A randomly initialised (seed 0) Qwen2 causal LM: vocabulary 40, width 32, ``layers`` decoder layers."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
+    return Qwen2ForCausalLM(config).eval()

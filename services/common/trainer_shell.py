@@ -25,13 +25,15 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
 import torch
 from google.protobuf.message import Message
 from prometheus_client import Gauge
+from transformers import PreTrainedModel
 
 from services.common.algo.batching import Sample
 from services.common.checkpoints import VersionStore, save_checkpoint
@@ -41,7 +43,8 @@ from rlanything.v1.events_pb2 import ModelVersion
 from services.common.bus import Delivery, EventBus
 from services.common.kv import ProtoBucket, escape_id
 from services.common.models.generation import HFGenerator
-from services.common.models.loading import load_model
+from services.common.models.loading import load_model, resolve_model_path
+from services.common.models.lora import adapter_disabled, with_lora
 from services.common.training import ppo_update
 from services.common.seeding import derive_seed
 
@@ -91,11 +94,26 @@ class Learner(Protocol):
         ...
 
 
+@contextmanager
+def _loaded(source: str, cache_dir: str | Path) -> Iterator[torch.nn.Module]:
+    """The model at ``source``, loaded for the ``with`` block and dropped after it."""
+    model = load_model(source, cache_dir)[0]
+    try:
+        yield model
+    finally:
+        del model
+
+
 class PPOLearner:
     """PPO on a local HF model (`services.common.training.ppo_update`), checkpointed per version.
 
     ``frozen``: announce a version per round without changing the weights (the fixed-judge
-    ablation). With ``ppo.ref_beta`` a frozen copy of the starting weights is the KL anchor.
+    ablation). With ``ppo.ref_beta`` the starting weights are the KL anchor (see ``reference``).
+    With ``ppo.lora.rank`` only LoRA adapters are trained and each checkpoint is the adapter alone
+    (`services.common.models.lora`); ``reference_source`` is the base model's source.
+
+    Raises:
+        ValueError: ``ppo.lora`` or ``ppo.reference`` reload without a ``reference_source``.
     Version v's minibatch split is seeded from ``seed`` (the run's), the role and v.
     """
 
@@ -106,22 +124,33 @@ class PPOLearner:
         self.ppo = ppo
         self.checkpoint_dir = Path(checkpoint_dir)
         self.frozen = frozen
-        self.optimizer = torch.optim.AdamW(generator.model.parameters(), lr=ppo.lr)
+        self.model: PreTrainedModel = generator.model
+        """What is trained: the generator's model, or (``ppo.lora.rank``) that model wrapped with LoRA adapters."""
+        if ppo.lora.rank:
+            if not reference_source:
+                raise ValueError("ppo.lora needs the base model's source (reference_source)")
+            self.model = with_lora(generator.model, ppo.lora, resolve_model_path(reference_source, generator.cache_dir))
         if ppo.gradient_checkpointing:
-            generator.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.reference: torch.nn.Module | Callable[[], torch.nn.Module] | None = None
-        """The KL anchor's starting weights (``ppo.ref_beta``): a frozen copy (``ppo.reference`` resident) or a
-        loader of ``reference_source`` (reload: in memory only during each update's reference pass)."""
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if ppo.lora.rank:  # the frozen embeddings' output must carry a gradient into the checkpointed layers
+                self.model.enable_input_require_grads()
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=ppo.lr)
+        self.reference: torch.nn.Module | Callable[[], AbstractContextManager[torch.nn.Module]] | None = None
+        """The KL anchor (``ppo.ref_beta``): under LoRA the base (adapter disabled); else a frozen copy of
+        the starting weights (``ppo.reference`` resident) or ``reference_source`` loaded for each update's
+        reference pass (reload)."""
         if ppo.ref_beta and not frozen:
-            if ppo.reference == "reload":
+            if ppo.lora.rank:
+                self.reference = lambda: adapter_disabled(self.model)
+            elif ppo.reference == "reload":
                 if not reference_source:
                     raise ValueError("ppo.reference=reload needs the starting model's source (reference_source)")
-                self.reference = lambda: load_model(reference_source, generator.cache_dir)[0]
+                self.reference = lambda: _loaded(reference_source, generator.cache_dir)
             else:
                 self.reference = copy.deepcopy(generator.model).eval()
 
     async def initial_uri(self, role: str) -> str:
-        return str(save_checkpoint(self.generator.model, self.generator.tokenizer, self.checkpoint_dir, role, 0))
+        return str(save_checkpoint(self.model, self.generator.tokenizer, self.checkpoint_dir, role, 0))
 
     async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
                     latest_uri: str | None) -> tuple[dict[str, float], str]:
@@ -129,12 +158,12 @@ class PPOLearner:
         if self.frozen:
             samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
         else:
-            metrics = await asyncio.to_thread(ppo_update, self.generator.model, self.optimizer, samples, self.ppo,
+            metrics = await asyncio.to_thread(ppo_update, self.model, self.optimizer, samples, self.ppo,
                                               self.generator.tokenizer.pad_token_id, recompute_old, self.reference,
                                               derive_seed("ppo", self.seed, role, version))
         trained = time.perf_counter()
         if samples or latest_uri is None:
-            uri = str(await asyncio.to_thread(save_checkpoint, self.generator.model, self.generator.tokenizer,
+            uri = str(await asyncio.to_thread(save_checkpoint, self.model, self.generator.tokenizer,
                                               self.checkpoint_dir, role, version))
         else:
             uri = latest_uri  # nothing to learn this round: same weights, new version number

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,7 @@ from services.common.adamw_undo import undo_adamw_step
 from services.common.algo.batching import Batch, Sample, make_batch, merge_duplicates, micro_batches
 from services.common.algo.ppo_loss import k3_kl, ppo_clip_loss
 from services.common.config import PPOConfig
+from services.common.data_parallel import all_sum, current_shard
 from services.common.models.logprobs import token_logprobs
 
 __all__ = ["ppo_update", "warmup_lr"]
@@ -85,27 +87,40 @@ def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tens
     the gradients summed in ``.grad``. Each micro-batch's loss is weighted by its share of the
     minibatch's sample weight, and its token statistics by its share of the weighted tokens: the
     loss (a weighted mean over samples, `ppo_loss`) and so the gradient are those of the whole
-    minibatch at once, whatever the cut (up to float summation order)."""
+    minibatch at once, whatever the cut (up to float summation order).
+
+    Under data parallelism (`data_parallel`: W ranks, FSDP2 averaging gradients) this rank passes
+    its rows of the minibatch, its loss scaled by W, and as many passes as the rank with the most
+    (a pass with no rows of its own counts nothing): every rank makes the same collective calls.
+    The returned figures are summed over the ranks, so every rank sees the same ones."""
+    shard = current_shard()
     weight_B, mask_BL = batch.weight_B, batch.response_mask_BL
     total_w = float(weight_B[rows].sum())
     total_tok = float((mask_BL[rows] * weight_B[rows].unsqueeze(-1)).sum()) or 1.0
+    plans = [_micro(batch, shard_rows, cfg.micro_batch_tokens) if len(shard_rows) else []
+             for shard_rows in (rows[r::shard.world] for r in range(shard.world))]
+    mine = plans[shard.rank]
     loss = kl = kl_start = clip = ref_kl = 0.0
-    for part, n, keep in _micro(batch, rows, cfg.micro_batch_tokens):
+    for i in range(max(len(plan) for plan in plans)):
+        counts = i < len(mine)  # else an empty pass: the first row, weighted 0
+        part, n, keep = mine[i] if counts else _micro(batch, rows[:1], 0)[0]
         w = weight_B[part]
         logp = token_logprobs(model, batch.input_ids_BL[part, :n], batch.attention_mask_BL[part, :n], keep)
         part_loss, stats = ppo_clip_loss(logp, old_BL[part, :n], batch.advantage_B[part], mask_BL[part, :n],
                                          eps=cfg.eps, beta=cfg.beta, dual_clip=cfg.dual_clip,
                                          logp_ref_BT=None if ref_BL is None else ref_BL[part, :n],
                                          ref_beta=cfg.ref_beta, weight_B=w)
-        share = float(w.sum()) / total_w
-        (part_loss * share).backward()
+        share = float(w.sum()) / total_w if counts else 0.0
+        (part_loss * (share * shard.world)).backward()
+        if not counts:
+            continue
         loss += stats.loss * share
         kl += stats.kl * share
         ref_kl += stats.ref_kl * share
         clip += stats.clip_fraction * float((mask_BL[part, :n] * w.unsqueeze(-1)).sum()) / total_tok
         kl_start += share * (stats.kl if old_BL is start_BL else float(
             k3_kl(logp.detach(), start_BL[part, :n], mask_BL[part, :n], w)))
-    return _Pass(loss, kl, kl_start, clip, ref_kl)
+    return _Pass(*all_sum([loss, kl, kl_start, clip, ref_kl], shard))
 
 
 @torch.no_grad()
@@ -127,7 +142,7 @@ def _steps_done(optimizer: torch.optim.Optimizer) -> int:
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
                cfg: PPOConfig, pad_id: int, recompute_old: bool = True,
-               reference: torch.nn.Module | Callable[[], torch.nn.Module] | None = None,
+               reference: torch.nn.Module | Callable[[], AbstractContextManager[torch.nn.Module]] | None = None,
                seed: int = 0) -> dict[str, float]:
     """Train ``model`` in place on ``samples``; returns metrics (``ppo/...`` keys).
 
@@ -152,8 +167,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     minibatch's samples, so the gradient does not depend on the cut. Activation memory scales
     with the budget instead of the minibatch.
 
-    ``reference`` (with ``cfg.ref_beta > 0``; a model, or a function that loads one for this update
-    and whose result is dropped before the optimizer steps) adds β_ref·KL(π_θ‖π_ref) to the loss, the anchor
+    ``reference`` (with ``cfg.ref_beta > 0``; a model, or a function giving a context manager that
+    yields one for this update's reference pass only: a model loaded and dropped before the optimizer
+    steps, or the LoRA policy with its adapter disabled) adds β_ref·KL(π_θ‖π_ref) to the loss, the anchor
     GRPO keeps to its initial model: the KL to π_old alone is reset every round and lets the
     shared format tokens drift (measured: invalid answers 0.04 → 0.45 within one round, every
     step inside the trust region).
@@ -192,8 +208,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     old_BL = recomputed_BL if recompute_old or not has_behaviour else batch.behaviour_logprobs_BL
     ref_BL = None
     if reference is not None and cfg.ref_beta:
-        ref_model = reference if isinstance(reference, torch.nn.Module) else reference()
-        ref_BL = _logprobs(ref_model, batch, every, cfg.micro_batch_tokens)
+        with (nullcontext(reference) if isinstance(reference, torch.nn.Module) else reference()) as ref_model:
+            ref_BL = _logprobs(ref_model, batch, every, cfg.micro_batch_tokens)
         del ref_model  # a reloaded reference is freed before the optimizer steps
     model.train()
     steps = min(cfg.optimizer_steps, n)

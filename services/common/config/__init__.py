@@ -9,7 +9,7 @@ from services.common.config.ingest import IngestServiceConfig, RedactionConfig, 
 from services.common.config.env import FamilyConfig, SchedulerConfig, AdaptationConfig, EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
 from services.common.config.tracking import LoggingConfig
-from services.common.config.models import TinyModelConfig, ModelConfig, PPOConfig, SFTConfig, VLLMConfig
+from services.common.config.models import LoraSettings, TinyModelConfig, ModelConfig, PPOConfig, SFTConfig, VLLMConfig
 from services.common.config.policy import RolloutConfig, PolicyServiceConfig
 from services.common.config.reward import JudgeSFTConfig, RewardServiceConfig
 from services.common.config.run import RunConfig, load_config, apply_overrides, dump_config
@@ -39,6 +39,7 @@ __all__ = [
     "VLLMConfig",
     "ModelConfig",
     "PPOConfig",
+    "LoraSettings",
     "SFTConfig",
     "RolloutConfig",
     "PolicyServiceConfig",

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from services.common.config.base import StrictModel
 
-__all__ = ["TinyModelConfig", "VLLMConfig", "ModelConfig", "PPOConfig", "SFTConfig"]
+__all__ = ["TinyModelConfig", "VLLMConfig", "ModelConfig", "LoraSettings", "PPOConfig", "SFTConfig"]
 
 
 class TinyModelConfig(StrictModel):
@@ -46,6 +46,22 @@ class ModelConfig(StrictModel):
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
 
 
+class LoraSettings(StrictModel):
+    """Low-rank adapters (peft's LoRA, Hu et al. 2021) instead of a full fine-tune: the trainer trains and
+    ships the adapter only, and the KL reference is the base with the adapter disabled."""
+
+    rank: int = Field(0, ge=0, le=1024, description="Adapter rank r (0 = no adapter: full fine-tune).")
+    alpha: float = Field(32.0, gt=0, description="Scale numerator: the adapter's output is scaled by alpha / rank.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter's input (0 keeps log-probs "
+                                                          "deterministic between the trainer's passes).")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1, description="Names of the linear layers that get an adapter (Llama/Qwen2 names by default).")
+    modules_to_save: list[str] = Field(
+        default_factory=list, description="Modules trained in full beside the adapters and saved with them "
+                                          "(e.g. lm_head).")
+
+
 class PPOConfig(StrictModel):
     """PPO-clip with the k3 KL term (docs/algorithm.md, training step); used by both trainers."""
 
@@ -81,6 +97,7 @@ class PPOConfig(StrictModel):
                                 "model in memory (4 bytes/param in fp32); 'reload' = loaded from the starting model "
                                 "for each update's reference pass and freed before the optimizer steps (a load per "
                                 "update, no memory during the steps).")
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="LoRA adapters (rank 0 = full fine-tune).")
     gradient_checkpointing: bool = Field(
         False, description="Recompute each layer's activations in the backward pass instead of keeping them "
                            "(transformers' gradient checkpointing): less memory, about a third more compute.")

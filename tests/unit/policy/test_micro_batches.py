@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2ForCausalLM
 
 from services.common.algo.batching import Sample, micro_batches
 from services.common.config import PPOConfig
+from tests.support import tiny_causal_lm
 from services.common.training import ppo_update
 
 
@@ -37,10 +40,7 @@ def test_budget_zero_is_one_pass_and_rows_of_similar_length_share() -> None:
 
 
 def _model() -> Qwen2ForCausalLM:
-    torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)
-    return Qwen2ForCausalLM(config).eval()
+    return tiny_causal_lm()
 
 
 def _samples() -> list[Sample]:
@@ -101,9 +101,10 @@ def test_a_reloaded_reference_trains_like_a_resident_one_and_is_loaded_once_per_
             p.add_(0.05)
     loads = []
 
-    def load() -> torch.nn.Module:
+    @contextmanager
+    def load() -> Iterator[torch.nn.Module]:
         loads.append(1)
-        return copy.deepcopy(reference)
+        yield copy.deepcopy(reference)
 
     resident, reloaded = _model(), _model()
     m_res = ppo_update(resident, torch.optim.AdamW(resident.parameters(), lr=1e-3), _samples(), cfg, 0,

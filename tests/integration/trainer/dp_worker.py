@@ -1,0 +1,39 @@
+"""One rank of a data-parallel PPO update, started by torchrun (tests/integration/trainer/test_data_parallel.py).
+
+``python -m torch.distributed.run --nproc_per_node W tests/integration/trainer/dp_worker.py OUT`` trains the
+tiny model of `dp_case` sharded with FSDP2 over W gloo ranks and rank 0 writes the full updated
+state dict and the metrics to OUT (torch.save).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from services.common.data_parallel import shard_model  # noqa: E402
+from services.common.training import ppo_update  # noqa: E402
+from tests.integration.trainer.dp_case import CFG, model, samples  # noqa: E402
+
+
+def main(out: str) -> None:
+    dist.init_process_group("gloo")
+    torch.set_num_threads(1)
+    policy = shard_model(model())
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=CFG.lr)
+    metrics = ppo_update(policy, optimizer, samples(), CFG, 0, reference=model(), seed=5)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    full = get_model_state_dict(policy, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if dist.get_rank() == 0:
+        torch.save({"state": full, "metrics": metrics, "world": dist.get_world_size()}, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

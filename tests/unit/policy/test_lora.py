@@ -1,0 +1,95 @@
+"""LoRA (peft) in the PPO trainer: only the adapters train, the reference is the base with the adapter
+disabled, and a checkpoint is the adapter alone that loads over its base to the trained model."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import torch
+
+from services.common.algo.batching import Sample, make_batch
+from services.common.config import LoraSettings, PPOConfig
+from services.common.models.generation import HFGenerator
+from services.common.models.loading import load_model
+from services.common.models.logprobs import token_logprobs
+from services.common.models.lora import is_adapter_checkpoint
+from services.common.models.tiny import build_tiny_model, train_tokenizer
+from services.common.trainer_shell import PPOLearner
+
+LORA = LoraSettings(rank=4, alpha=8)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tokenizer = train_tokenizer([f"step {i}: move left right up down \\boxed{{{i % 4}}}" for i in range(200)], 300)
+    return build_tiny_model(tokenizer, tmp_path_factory.mktemp("base") / "model", hidden_size=32, layers=2, heads=2)
+
+
+def _samples(tokenizer) -> list[Sample]:
+    out = []
+    for i in range(12):
+        prompt = tuple(tokenizer.encode(f"step {i}: move"))
+        response = tuple(tokenizer.encode(f" left \\boxed{{{i % 4}}}"))
+        out.append(Sample(f"s{i}", prompt, response, 1.0 if i % 2 else -1.0))
+    return out
+
+
+def _learner(base: Path, tmp_path: Path, **ppo) -> PPOLearner:
+    cfg = PPOConfig(lr=5e-2, optimizer_steps=2, ref_beta=0.1, lora=LORA, **ppo)
+    return PPOLearner(HFGenerator(str(base)), cfg, tmp_path / "ckpt", reference_source=str(base))
+
+
+def test_only_the_adapters_train_and_the_base_stays(base: Path, tmp_path: Path) -> None:
+    learner = _learner(base, tmp_path)
+    frozen = {n: p.detach().clone() for n, p in learner.model.named_parameters() if "lora_" not in n}
+    trainable = [n for n, p in learner.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    total = sum(p.numel() for p in learner.model.parameters())
+    assert sum(p.numel() for group in learner.optimizer.param_groups for p in group["params"]) < total / 5
+    metrics, uri = asyncio.run(learner.learn("policy", _samples(learner.generator.tokenizer), True, 1, None))
+    assert metrics["ppo/optimizer_steps"] == 2.0 and metrics["ppo/ref_kl"] >= 0.0
+    for n, p in learner.model.named_parameters():
+        if n in frozen:
+            assert torch.equal(p, frozen[n]), n  # the base weights never move
+
+
+def test_the_reference_is_the_base_with_the_adapter_disabled(base: Path, tmp_path: Path) -> None:
+    learner = _learner(base, tmp_path)
+    base_model, tok = load_model(str(base))
+    batch = make_batch(_samples(tok), 64, tok.pad_token_id)
+    asyncio.run(learner.learn("policy", _samples(tok), True, 1, None))  # the adapter is no longer zero
+    with torch.no_grad():
+        want = token_logprobs(base_model, batch.input_ids_BL, batch.attention_mask_BL)
+        with learner.reference() as ref:
+            ref.eval()
+            got = token_logprobs(ref, batch.input_ids_BL, batch.attention_mask_BL)
+        trained = token_logprobs(learner.model.eval(), batch.input_ids_BL, batch.attention_mask_BL)
+    torch.testing.assert_close(got, want)
+    assert float((trained - want).abs().max()) > 1e-3  # outside the block the adapter is on again
+
+
+def test_a_checkpoint_is_the_adapter_alone_and_loads_over_its_base_to_the_trained_model(base: Path,
+                                                                                         tmp_path: Path) -> None:
+    learner = _learner(base, tmp_path)
+    v0 = Path(asyncio.run(learner.initial_uri("policy")))
+    _, uri = asyncio.run(learner.learn("policy", _samples(learner.generator.tokenizer), True, 1, None))
+    ckpt = Path(uri)
+    assert is_adapter_checkpoint(ckpt) and is_adapter_checkpoint(v0) and not is_adapter_checkpoint(base)
+    assert not (ckpt / "model.safetensors").exists()
+    full = (base / "model.safetensors").stat().st_size
+    assert (ckpt / "adapter_model.safetensors").stat().st_size < full / 3  # rank 4 of a width-32 model
+    served = HFGenerator(str(base))
+    served.load_version(str(ckpt), 1)  # what a rollout worker does on a new version
+    tok = served.tokenizer
+    batch = make_batch(_samples(tok), 64, tok.pad_token_id)
+    with torch.no_grad():
+        want = token_logprobs(learner.model.eval(), batch.input_ids_BL, batch.attention_mask_BL)
+        got = token_logprobs(served.model, batch.input_ids_BL, batch.attention_mask_BL)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_lora_without_the_base_source_is_refused(base: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="reference_source"):
+        PPOLearner(HFGenerator(str(base)), PPOConfig(lora=LORA), tmp_path / "ckpt")
