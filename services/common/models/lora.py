@@ -38,7 +38,9 @@ def with_lora(model: PreTrainedModel, settings: LoraSettings, base_path: str | P
 
     if settings.rank <= 0:
         raise ValueError(f"lora.rank must be > 0 to add adapters, got {settings.rank}")
-    config = LoraConfig(r=settings.rank, lora_alpha=settings.alpha,  # type: ignore[arg-type]  # peft types it int; floats work lora_dropout=settings.dropout,
+    config = LoraConfig(r=settings.rank,
+                        lora_alpha=settings.alpha,  # type: ignore[arg-type]  # peft types it int; floats work
+                        lora_dropout=settings.dropout,
                         target_modules=list(settings.target_modules),
                         modules_to_save=list(settings.modules_to_save) or None, task_type="CAUSAL_LM")
     wrapped = get_peft_model(model, config)

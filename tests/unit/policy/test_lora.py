@@ -93,3 +93,13 @@ def test_a_checkpoint_is_the_adapter_alone_and_loads_over_its_base_to_the_traine
 def test_lora_without_the_base_source_is_refused(base: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="reference_source"):
         PPOLearner(HFGenerator(str(base)), PPOConfig(lora=LORA), tmp_path / "ckpt")
+
+
+def test_every_lora_setting_reaches_the_adapter_config(base: Path) -> None:
+    from services.common.models.lora import with_lora
+
+    settings = LoraSettings(rank=3, alpha=5.0, dropout=0.25, target_modules=["q_proj", "v_proj"])
+    model = with_lora(load_model(str(base))[0], settings, base)
+    config = model.peft_config["default"]
+    assert (config.r, config.lora_alpha, config.lora_dropout) == (3, 5.0, 0.25)
+    assert set(config.target_modules) == {"q_proj", "v_proj"}
