@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion
 
@@ -29,12 +30,20 @@ ROLES = {"policy": (MODEL_ROLE_POLICY, Subjects.MODELS_POLICY),
          "reward": (MODEL_ROLE_REWARD_MODEL, Subjects.MODELS_REWARD)}
 
 
-def save_checkpoint(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, root: str | Path, role: str, version: int) -> Path:
-    """Save ``model`` and ``tokenizer`` to ``root/<role>/v<version>`` atomically (temp dir + rename)."""
+def save_checkpoint(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, root: str | Path, role: str, version: int,
+                    state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+    """Save ``model`` and ``tokenizer`` to ``root/<role>/v<version>`` atomically (temp dir + rename).
+
+    ``state_dict``: the weights to write instead of the model's own (a sharded model's gathered
+    `services.common.data_parallel.full_state_dict`); a LoRA model writes its adapter's part of it.
+    """
     out = Path(root) / role / f"v{version}"
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
+    if state_dict is None:
+        model.save_pretrained(tmp)
+    else:
+        model.save_pretrained(tmp, state_dict=state_dict)
     tokenizer.save_pretrained(tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

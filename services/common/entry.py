@@ -55,6 +55,10 @@ def service_main(name: str, factory: str) -> None:
             typer.echo(f"{name}: config error: {exc}", err=True)
             raise typer.Exit(2) from None
         configure_logging(name, getattr(run_config, name).log_level)
+        if int(os.environ.get("LOCAL_RANK", "0") or 0) > 0:
+            # torchrun's further processes on a node: the node's first process owns the configured ports
+            server = getattr(run_config, name).server
+            server.grpc_port = server.metrics_port = 0
         module_name, attr = factory.split(":")
         from services.common.runtime import run_service  # heavy imports after validation
 

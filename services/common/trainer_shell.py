@@ -38,6 +38,7 @@ from transformers import PreTrainedModel
 from services.common.algo.batching import Sample
 from services.common.checkpoints import VersionStore, save_checkpoint
 from services.common.config import PPOConfig
+from services.common.data_parallel import Shard, full_state_dict, shard_model
 from services.common.errors import InvalidEventError
 from rlanything.v1.events_pb2 import ModelVersion
 from services.common.bus import Delivery, EventBus
@@ -118,7 +119,7 @@ class PPOLearner:
     """
 
     def __init__(self, generator: HFGenerator, ppo: PPOConfig, checkpoint_dir: str | Path, frozen: bool = False,
-                 seed: int = 0, reference_source: str = "") -> None:
+                 seed: int = 0, reference_source: str = "", shard: Shard | None = None) -> None:
         self.generator = generator
         self.seed = seed
         self.ppo = ppo
@@ -129,12 +130,12 @@ class PPOLearner:
         if ppo.lora.rank:
             if not reference_source:
                 raise ValueError("ppo.lora needs the base model's source (reference_source)")
-            self.model = with_lora(generator.model, ppo.lora, resolve_model_path(reference_source, generator.cache_dir))
+            self.model = with_lora(generator.model, ppo.lora, resolve_model_path(reference_source, generator.cache_dir),
+                                   seed=derive_seed("lora", seed))
         if ppo.gradient_checkpointing:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if ppo.lora.rank:  # the frozen embeddings' output must carry a gradient into the checkpointed layers
                 self.model.enable_input_require_grads()
-        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=ppo.lr)
         self.reference: torch.nn.Module | Callable[[], AbstractContextManager[torch.nn.Module]] | None = None
         """The KL anchor (``ppo.ref_beta``): under LoRA the base (adapter disabled); else a frozen copy of
         the starting weights (``ppo.reference`` resident) or ``reference_source`` loaded for each update's
@@ -148,23 +149,43 @@ class PPOLearner:
                 self.reference = lambda: _loaded(reference_source, generator.cache_dir)
             else:
                 self.reference = copy.deepcopy(generator.model).eval()
+        self.shard = shard or Shard(0, 1)
+        """This process's rank among the trainer's data-parallel processes (torchrun); on several, the
+        model is sharded with FSDP2 (`services.common.data_parallel`)."""
+        if self.shard.world > 1:
+            shard_model(self.model)
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=ppo.lr)
 
     async def initial_uri(self, role: str) -> str:
-        return str(save_checkpoint(self.model, self.generator.tokenizer, self.checkpoint_dir, role, 0))
+        return await asyncio.to_thread(self.save, role, 0)
 
     async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
                     latest_uri: str | None) -> tuple[dict[str, float], str]:
+        return await asyncio.to_thread(self.learn_now, role, samples, recompute_old, version, latest_uri)
+
+    def save(self, role: str, version: int) -> str:
+        """Checkpoint the current weights as ``version`` (the adapter alone under LoRA); its path.
+
+        On several ranks every rank must call it (the shards are gathered); rank 0 writes and the
+        others return ''.
+        """
+        weights = full_state_dict(self.model, self.shard) if self.shard.world > 1 else None
+        if self.shard.rank != 0:
+            return ""
+        return str(save_checkpoint(self.model, self.generator.tokenizer, self.checkpoint_dir, role, version, weights))
+
+    def learn_now(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
+                  latest_uri: str | None) -> tuple[dict[str, float], str]:
+        """`learn` in the calling thread (what every rank of a sharded trainer runs)."""
         started = time.perf_counter()
         if self.frozen:
             samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
         else:
-            metrics = await asyncio.to_thread(ppo_update, self.model, self.optimizer, samples, self.ppo,
-                                              self.generator.tokenizer.pad_token_id, recompute_old, self.reference,
-                                              derive_seed("ppo", self.seed, role, version))
+            metrics = ppo_update(self.model, self.optimizer, samples, self.ppo, self.generator.tokenizer.pad_token_id,
+                                 recompute_old, self.reference, derive_seed("ppo", self.seed, role, version))
         trained = time.perf_counter()
         if samples or latest_uri is None:
-            uri = str(await asyncio.to_thread(save_checkpoint, self.model, self.generator.tokenizer,
-                                              self.checkpoint_dir, role, version))
+            uri = self.save(role, version)
         else:
             uri = latest_uri  # nothing to learn this round: same weights, new version number
         metrics["time/train_s"] = trained - started

@@ -67,15 +67,23 @@ def _micro(batch: Batch, rows: Tensor, budget: int) -> list[tuple[Tensor, int, i
     return out
 
 
+def _autocast(model: torch.nn.Module, cfg: PPOConfig) -> AbstractContextManager[None]:
+    """The forward passes' precision (``cfg.autocast``): bfloat16 autocast on the model's device, or fp32."""
+    device = next(model.parameters()).device.type
+    return torch.autocast(device, dtype=torch.bfloat16, enabled=cfg.autocast == "bf16")
+
+
 @torch.no_grad()
-def _logprobs(model: torch.nn.Module, batch: Batch, rows: Tensor, budget: int) -> Tensor:
+def _logprobs(model: torch.nn.Module, batch: Batch, rows: Tensor, cfg: PPOConfig) -> Tensor:
     """log π of every token of ``rows``, [len(rows), L] (padding 0), computed micro-batch by micro-batch."""
     was_training = model.training
     model.eval()
     out_RL = torch.zeros((len(rows), batch.input_ids_BL.shape[1]))
     where = {int(r): i for i, r in enumerate(rows)}
-    for part, length, keep in _micro(batch, rows, budget):
-        logp = token_logprobs(model, batch.input_ids_BL[part, :length], batch.attention_mask_BL[part, :length], keep)
+    for part, length, keep in _micro(batch, rows, cfg.micro_batch_tokens):
+        with _autocast(model, cfg):
+            logp = token_logprobs(model, batch.input_ids_BL[part, :length], batch.attention_mask_BL[part, :length],
+                                  keep)
         out_RL[[where[int(r)] for r in part], :length] = logp
     model.train(was_training)
     return out_RL
@@ -105,7 +113,8 @@ def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tens
         counts = i < len(mine)  # else an empty pass: the first row, weighted 0
         part, n, keep = mine[i] if counts else _micro(batch, rows[:1], 0)[0]
         w = weight_B[part]
-        logp = token_logprobs(model, batch.input_ids_BL[part, :n], batch.attention_mask_BL[part, :n], keep)
+        with _autocast(model, cfg):
+            logp = token_logprobs(model, batch.input_ids_BL[part, :n], batch.attention_mask_BL[part, :n], keep)
         part_loss, stats = ppo_clip_loss(logp, old_BL[part, :n], batch.advantage_B[part], mask_BL[part, :n],
                                          eps=cfg.eps, beta=cfg.beta, dual_clip=cfg.dual_clip,
                                          logp_ref_BT=None if ref_BL is None else ref_BL[part, :n],
@@ -124,9 +133,9 @@ def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tens
 
 
 @torch.no_grad()
-def _batch_kl(model: torch.nn.Module, batch: Batch, rows: Tensor, start_BL: Tensor, budget: int) -> float:
+def _batch_kl(model: torch.nn.Module, batch: Batch, rows: Tensor, start_BL: Tensor, cfg: PPOConfig) -> float:
     """k3 KL(π_start‖π_θ) of ``rows`` (token mean per sample, then the weighted sample mean)."""
-    logp_RL = _logprobs(model, batch, rows, budget)
+    logp_RL = _logprobs(model, batch, rows, cfg)
     return float(k3_kl(logp_RL, start_BL[rows], batch.response_mask_BL[rows], batch.weight_B[rows]))
 
 
@@ -199,7 +208,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     if n == 0:
         return metrics
     every = torch.arange(n)
-    recomputed_BL = _logprobs(model, batch, every, cfg.micro_batch_tokens)
+    recomputed_BL = _logprobs(model, batch, every, cfg)
     has_behaviour = all(s.behaviour_logprobs for s in samples if s.sample_id in set(batch.sample_ids))
     mask = batch.response_mask_BL
     if has_behaviour:
@@ -209,7 +218,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     ref_BL = None
     if reference is not None and cfg.ref_beta:
         with (nullcontext(reference) if isinstance(reference, torch.nn.Module) else reference()) as ref_model:
-            ref_BL = _logprobs(ref_model, batch, every, cfg.micro_batch_tokens)
+            ref_BL = _logprobs(ref_model, batch, every, cfg)
         del ref_model  # a reloaded reference is freed before the optimizer steps
     model.train()
     steps = min(cfg.optimizer_steps, n)
@@ -231,7 +240,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                 group["lr"] = lr
             optimizer.step()
             if cfg.max_kl:
-                kl_after = _batch_kl(model, batch, chunk, recomputed_BL, cfg.micro_batch_tokens)
+                kl_after = _batch_kl(model, batch, chunk, recomputed_BL, cfg)
                 metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
                 if kl_after > cfg.max_kl:  # this one step left the trust region: undo it and stop
                     undo_adamw_step(optimizer)

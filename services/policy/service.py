@@ -23,6 +23,8 @@ from services.common.admission import Admission
 from services.common.nats_server import free_port
 from services.common.runtime import Service
 from services.common.streams import Subjects
+from services.common.data_parallel import join_process_group
+from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
 from services.common.trainer_shell import PPOLearner, Trainer
 from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
@@ -43,8 +45,11 @@ class PolicyService(Service):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.cfg: PolicyServiceConfig = config.policy
+        require_trainer_role("policy", self.cfg.role)  # before any model loads
         self.source = require_source("policy", self.cfg.model)
         self.generator: Generator = build_generator(self.cfg.model, self.source)
+        self.learner: object = None
+        """The trainer's learner once started (on rank 0 of several, the one that releases the others)."""
         self.serves = self.cfg.role in ("all", "rollout")
         self.trains = self.cfg.role in ("all", "trainer")
         self.admission = Admission(self.cfg.max_pending_requests, "policy.max_pending_requests")
@@ -56,12 +61,19 @@ class PolicyService(Service):
         self.bus = bus
         self.versions = await VersionStore.open(bus)
         if self.trains:
-            store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
-            learner = PPOLearner(HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device),
-                                 self.cfg.ppo, self.cfg.checkpoint_dir, seed=self.config.seed, reference_source=self.source)
-            self.trainer = await Trainer.open(bus, "policy", learner, self.versions, store, mode=self.config.loop.mode,
-                                   min_samples_async=self.cfg.ppo.min_samples_async)
-            await self.trainer.ensure_initial_version(self.source)
+            shard = join_process_group(self.cfg.ppo.collective_timeout_s)  # rank 0 of 1 without torchrun
+            ppo = PPOLearner(HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device),
+                             self.cfg.ppo, self.cfg.checkpoint_dir, seed=self.config.seed, reference_source=self.source,
+                             shard=shard)
+            learner = self.learner = lead_or_follow(self, ppo)
+            if learner is None:  # a following rank: rank 0 consumes the events
+                self.trains = False
+            else:
+                store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
+                self.trainer = await Trainer.open(bus, "policy", learner, self.versions, store,
+                                                  mode=self.config.loop.mode,
+                                                  min_samples_async=self.cfg.ppo.min_samples_async)
+                await self.trainer.ensure_initial_version(self.source)
         if self.serves:
             self.env = GrpcEnvClient(self.cfg.rollout.env_address,
                                      max_message_bytes=self.config.limits.max_message_bytes)
@@ -122,6 +134,7 @@ class PolicyService(Service):
             await self.bus.publish(Subjects.TRAJ_COMPLETED, t, msg_id=t.trajectory_id)
 
     async def on_stop(self) -> None:
+        await stop_followers(self.learner)
         if self.serves:
             self.http.should_exit = True
             await self.env.aclose()

@@ -35,6 +35,8 @@ from services.common.models.generation import HFGenerator
 from services.common.models.source import require_source
 from services.common.runtime import Service
 from services.common.streams import Subjects
+from services.common.data_parallel import join_process_group
+from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
 from services.common.trainer_shell import Learner, PPOLearner, Trainer, VersionOnlyLearner
 from services.common.version_follower import SERVED_VERSION, VersionFollower
 from services.reward.batcher import JudgeBatcher
@@ -54,6 +56,9 @@ class RewardService(Service):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.cfg: RewardServiceConfig = config.reward
+        require_trainer_role("reward", self.cfg.role, trains_weights=self.cfg.backend == "llm")  # before any model loads
+        self.learner: object = None
+        """The trainer's learner once started (on rank 0 of several, the one that releases the others)."""
         self.judges = self.cfg.role in ("all", "judge")
         self.trains = self.cfg.role in ("all", "trainer")
         self.source = require_source("reward", self.cfg.model) if self.cfg.backend == "llm" else ""
@@ -63,19 +68,24 @@ class RewardService(Service):
         self.bus = bus
         self.versions = await VersionStore.open(bus)
         if self.trains:
-            store = await ProtoBucket.open(bus.js, "reward_samples", RewardSampleBatch)
-            mode = self.config.loop.mode
-            learner: Learner
+            learner: Learner | None
             if self.cfg.backend == "llm":
                 generator = HFGenerator(self.source, self.cfg.model.cache_dir, device=self.cfg.model.device)
-                learner = PPOLearner(generator, self.cfg.ppo, self.cfg.checkpoint_dir, frozen=self.cfg.frozen,
-                                     seed=self.config.seed, reference_source=self.source)
+                ppo = PPOLearner(generator, self.cfg.ppo, self.cfg.checkpoint_dir, frozen=self.cfg.frozen,
+                                 seed=self.config.seed, reference_source=self.source,
+                                 shard=join_process_group(self.cfg.ppo.collective_timeout_s))
+                learner = self.learner = lead_or_follow(self, ppo)
             else:
                 learner = VersionOnlyLearner("oracle:" if self.cfg.backend == "oracle"
                                              else f"openai:{self.cfg.model.openai_base_url}")
-            self.trainer = await Trainer.open(bus, "reward", learner, self.versions, store, mode=mode,
-                                   min_samples_async=self.cfg.ppo.min_samples_async)
-            await self.trainer.ensure_initial_version(self.source)
+            if learner is None:  # a following rank: rank 0 consumes the events
+                self.trains = False
+            else:
+                store = await ProtoBucket.open(bus.js, "reward_samples", RewardSampleBatch)
+                self.trainer = await Trainer.open(bus, "reward", learner, self.versions, store,
+                                                  mode=self.config.loop.mode,
+                                                  min_samples_async=self.cfg.ppo.min_samples_async)
+                await self.trainer.ensure_initial_version(self.source)
         if self.judge is not None:
             self.batcher = JudgeBatcher(self.judge, self.cfg.batch_wait_s)
             shadow = self.cfg.shadow
@@ -90,6 +100,9 @@ class RewardService(Service):
             SERVED_VERSION.labels("reward").set(self.judge.model_version)
             self.log.info("judge ready", extra={"backend": self.cfg.backend, "source": self.source, "shadow": shadow,
                                                 "version": self.judge.model_version, "votes": self.cfg.votes})
+
+    async def on_stop(self) -> None:
+        await stop_followers(self.learner)
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         if self.judge is None:

@@ -101,6 +101,13 @@ class PPOConfig(StrictModel):
     gradient_checkpointing: bool = Field(
         False, description="Recompute each layer's activations in the backward pass instead of keeping them "
                            "(transformers' gradient checkpointing): less memory, about a third more compute.")
+    autocast: Literal["none", "bf16"] = Field(
+        "none", description="'bf16': the trainer's forward passes under torch.autocast in bfloat16 (weights, "
+                            "gradients and AdamW state stay fp32); 'none' = fp32 throughout.")
+    collective_timeout_s: float = Field(
+        1800.0, gt=0, description="A trainer on several torchrun processes: seconds any collective (and so a "
+                                  "rank's wait for the next command) may take before the group is declared broken; "
+                                  "rank 0 sends a heartbeat every min(60 s, a quarter of it).")
 
     @model_validator(mode="after")
     def _dual_clip_above_one(self) -> "PPOConfig":

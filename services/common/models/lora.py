@@ -22,10 +22,12 @@ from services.common.config import LoraSettings
 __all__ = ["with_lora", "adapter_disabled", "is_adapter_checkpoint"]
 
 
-def with_lora(model: PreTrainedModel, settings: LoraSettings, base_path: str | Path) -> PreTrainedModel:
+def with_lora(model: PreTrainedModel, settings: LoraSettings, base_path: str | Path, seed: int = 0) -> PreTrainedModel:
     """``model`` wrapped with fresh LoRA adapters (peft `get_peft_model`): the base frozen, the adapters
     (and ``modules_to_save``) trainable, their second matrix at zero, so the wrapped model computes
-    exactly what the base does until it is trained.
+    exactly what the base does until it is trained. The first matrices' random start is drawn from
+    ``seed`` alone (torch's global generator is left as it was): every rank of a sharded trainer, and a
+    restarted trainer, starts from the same adapters.
 
     ``base_path`` (the base model's local directory) is written into the adapter's config, so a saved
     adapter loads over its base offline, from any working directory.
@@ -43,7 +45,9 @@ def with_lora(model: PreTrainedModel, settings: LoraSettings, base_path: str | P
                         lora_dropout=settings.dropout,
                         target_modules=list(settings.target_modules),
                         modules_to_save=list(settings.modules_to_save) or None, task_type="CAUSAL_LM")
-    wrapped = get_peft_model(model, config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        wrapped = get_peft_model(model, config)
     wrapped.peft_config["default"].base_model_name_or_path = str(Path(base_path).resolve())
     return cast(PreTrainedModel, wrapped)  # a PeftModel: it forwards the PreTrainedModel API it wraps
 

@@ -2,7 +2,9 @@
 
 ``python -m torch.distributed.run --nproc_per_node W tests/integration/trainer/dp_worker.py OUT`` trains the
 tiny model of `dp_case` sharded with FSDP2 over W gloo ranks and rank 0 writes the full updated
-state dict and the metrics to OUT (torch.save).
+state dict and the metrics to OUT (torch.save). ``... dp_worker.py OUT MODEL_DIR CKPT_DIR`` trains LoRA
+adapters on the saved model MODEL_DIR with a `PPOLearner` instead, which checkpoints the adapter to
+CKPT_DIR; rank 0 writes the metrics and the checkpoint's path to OUT.
 """
 
 from __future__ import annotations
@@ -17,12 +19,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from services.common.data_parallel import shard_model  # noqa: E402
 from services.common.training import ppo_update  # noqa: E402
-from tests.integration.trainer.dp_case import CFG, model, samples  # noqa: E402
+from tests.integration.trainer.dp_case import CFG, lora_learner, model, samples  # noqa: E402
 
 
-def main(out: str) -> None:
+def main_lora(out: str, model_dir: str, checkpoint_dir: str) -> None:
+    learner = lora_learner(model_dir, checkpoint_dir)
+    metrics, uri = learner.learn_now("policy", samples(), True, 1, None)
+    if dist.get_rank() == 0:
+        torch.save({"metrics": metrics, "uri": uri, "world": dist.get_world_size()}, out)
+    else:
+        assert uri == "", f"rank {dist.get_rank()} wrote a checkpoint: {uri}"
+
+
+def main(out: str, *lora: str) -> None:
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
+    if lora:
+        main_lora(out, *lora)
+        dist.destroy_process_group()
+        return
     policy = shard_model(model())
     optimizer = torch.optim.AdamW(policy.parameters(), lr=CFG.lr)
     metrics = ppo_update(policy, optimizer, samples(), CFG, 0, reference=model(), seed=5)
@@ -36,4 +51,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

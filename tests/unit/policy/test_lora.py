@@ -103,3 +103,25 @@ def test_every_lora_setting_reaches_the_adapter_config(base: Path) -> None:
     config = model.peft_config["default"]
     assert (config.r, config.lora_alpha, config.lora_dropout) == (3, 5.0, 0.25)
     assert set(config.target_modules) == {"q_proj", "v_proj"}
+
+
+def test_the_adapters_start_from_the_seed_alone(base: Path) -> None:
+    """Every rank of a sharded trainer (and a restarted one) must start from the same adapters: FSDP2
+    keeps each rank's slice of its own copy, so ranks drawing different matrices would train a mix."""
+    from services.common.models.lora import with_lora
+
+    def first_matrices(seed: int) -> list[torch.Tensor]:
+        torch.rand(int(torch.randint(1, 50, ()).item()))  # whatever the process drew before
+        model = with_lora(load_model(str(base))[0], LORA, base, seed=seed)
+        return [p.detach().clone() for n, p in model.named_parameters() if "lora_A" in n]
+
+    state = torch.random.get_rng_state()
+    a, b, c = first_matrices(7), first_matrices(7), first_matrices(8)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not all(torch.equal(x, z) for x, z in zip(a, c))
+    torch.random.set_rng_state(state)
+    torch.rand(int(torch.randint(1, 50, ()).item()))
+    expected = torch.rand(3)
+    torch.random.set_rng_state(state)
+    first_matrices(7)
+    assert torch.equal(torch.rand(3), expected)  # the global generator is as if no adapter was made
