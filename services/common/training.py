@@ -78,7 +78,7 @@ def _logprobs(model: torch.nn.Module, batch: Batch, rows: Tensor, cfg: PPOConfig
     """log π of every token of ``rows``, [len(rows), L] (padding 0), computed micro-batch by micro-batch."""
     was_training = model.training
     model.eval()
-    out_RL = torch.zeros((len(rows), batch.input_ids_BL.shape[1]))
+    out_RL = torch.zeros((len(rows), batch.input_ids_BL.shape[1]), device=batch.input_ids_BL.device)
     where = {int(r): i for i, r in enumerate(rows)}
     for part, length, keep in _micro(batch, rows, cfg.micro_batch_tokens):
         with _autocast(model, cfg):
@@ -198,7 +198,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     sample).
     """
     rows = merge_duplicates(samples, by_behaviour=not recompute_old) if cfg.merge_duplicates else list(samples)
-    batch = make_batch(rows, cfg.max_length, pad_id)
+    batch = make_batch(rows, cfg.max_length, pad_id).to(next(model.parameters()).device)  # a GPU trainer's too
     n = len(batch.sample_ids)
     weight = {s.sample_id: s.weight for s in rows}
     metrics = {"ppo/samples": float(batch.weight_B.sum()) if n else 0.0, "ppo/distinct_samples": float(n),

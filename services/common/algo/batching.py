@@ -11,6 +11,7 @@ a default run). Merged with their count as weight, the loss is unchanged (see th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,6 +54,12 @@ class Batch:
     sample_ids: tuple[str, ...]
     dropped_ids: tuple[str, ...]
     """Samples left out for exceeding ``max_length`` (their advantages are left out too)."""
+
+    def to(self, device: torch.device | str) -> "Batch":
+        """The same batch with every tensor on ``device`` (the trained model's: a GPU trainer's batches are
+        built on the CPU)."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).to(device)
+                                            for f in dataclasses.fields(self) if isinstance(getattr(self, f.name), Tensor)})
 
 
 def make_batch(samples: Sequence[Sample], max_length: int, pad_id: int) -> Batch:

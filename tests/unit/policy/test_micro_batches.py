@@ -153,3 +153,15 @@ def test_bf16_autocast_trains_close_to_fp32_and_keeps_fp32_weights() -> None:
     # Adam's steps are sign-like, so entries with tiny gradients may flip; the update as a whole agrees
     assert float(torch.nn.functional.cosine_similarity(*moves, dim=0)) > 0.8
     assert float(moves[1].norm()) == pytest.approx(float(moves[0].norm()), rel=0.2)
+
+
+def test_a_batch_moves_every_tensor_to_the_trained_models_device() -> None:
+    """A GPU trainer builds its batches on the CPU; `ppo_update` moves them to the model's device."""
+    from services.common.algo.batching import make_batch
+
+    batch = make_batch(_samples(), 64, 0)
+    moved = batch.to("meta")
+    tensors = [f for f in vars(batch) if isinstance(getattr(batch, f), torch.Tensor)]
+    assert len(tensors) == 6 and all(getattr(moved, f).device.type == "meta" for f in tensors)
+    assert all(getattr(batch, f).device.type == "cpu" for f in tensors)  # the original is left as it was
+    assert moved.sample_ids == batch.sample_ids and moved.dropped_ids == batch.dropped_ids
