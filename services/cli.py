@@ -75,8 +75,8 @@ def run(
     1 when a service dies beyond its restart budget (at once with --fail-fast), 2 on a bad config.
     """
     from services.run.launcher import new_run_dir
-    from services.run.coldstart import coldstart_judge, coldstart_policy
-    from services.run.sources import needs_judge_source, needs_policy_source
+    from services.run.coldstart import coldstart_errors, coldstart_judge, coldstart_policy, policy_needs_coldstart
+    from services.run.sources import needs_judge_source
     from services.run.driver import load_for_resume, run_loop
 
     if resume is not None:
@@ -94,9 +94,12 @@ def run(
         if run_config.loop.rounds == 0:
             console.print("[red]config error:[/red] loop.rounds must be > 0 for `rlanything run` (got 0)")
             raise typer.Exit(2)
+        if problems := coldstart_errors(run_config):
+            console.print(f"[red]config error:[/red] {'; '.join(problems)}", highlight=False)
+            raise typer.Exit(2)
         if run_config.launcher.coldstart:
             say = lambda msg: console.print(msg, highlight=False)  # noqa: E731
-            if needs_policy_source(run_config) and run_config.policy.model.backend == "hf":
+            if policy_needs_coldstart(run_config):
                 run_config.policy.model.source = coldstart_policy(run_config, say)
             if needs_judge_source(run_config) and run_config.reward.model.backend == "hf":
                 run_config.reward.model.source = coldstart_judge(run_config, say)
@@ -127,6 +130,7 @@ def sft(
 
     from services.env.families.registry import build_family
     from services.offline.policy_sft import run_sft
+    from services.run.coldstart import sft_lora
 
     run_config = _load(config, overrides)
     try:
@@ -149,7 +153,8 @@ def sft(
                 progress.update(task, completed=int(value))
 
         result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny, out, pcfg.rollout.history_steps,
-                         run_config.seed, pcfg.model.source, report)
+                         run_config.seed, pcfg.sft.source or pcfg.model.source, report,
+                         lora=sft_lora(run_config), cache_dir=pcfg.model.cache_dir)
     console.print(f"success before: {result.success_before:.3f}  after: {result.success_after:.3f}  "
                   f"({result.demonstrations} expert steps, {result.steps} optimizer steps, {result.seconds:.0f} s)")
     console.print(f"model saved to {result.model_dir}")

@@ -1,8 +1,10 @@
 """`rlanything sft`: the cold start — supervised steps on the environment's expert trajectories.
 
-Builds the tiny model (tokenizer trained on the family's own text) when none exists, trains
-the response tokens of expert demonstrations with cross-entropy for a fixed budget (stopping
-short of mastery, so RL has room), and measures success on held-out tasks before and after.
+Builds the tiny model (tokenizer trained on the family's own text) when no source is given, or
+loads a pretrained one (``smollm2``, a directory or hub id); trains the response tokens of expert
+demonstrations with cross-entropy for a fixed budget (stopping short of mastery, so RL has room),
+in full or through LoRA adapters that are merged into the weights afterwards, and measures success
+on held-out tasks before and after.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pathlib import Path
 import torch
 
 from rlanything.v1.events_pb2 import RolloutJob, SamplingParams, TaskRef
-from services.common.config import FamilyConfig, SFTConfig, TinyModelConfig
+from services.common.config import FamilyConfig, LoraSettings, SFTConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
+from services.common.models.loading import resolve_model_path
 from services.common.models.merging import MergingGenerator
 from services.common.models.tiny import build_tiny_model, train_tokenizer
 from services.env.families.base import TaskFamily, TaskSpec
@@ -27,7 +30,8 @@ from services.offline.local_env import LocalEnvClient
 from services.offline.expert import Demonstration, expert_demonstrations_async, run_sync
 from services.policy.rollout import MergedAgent, run_group
 
-__all__ = ["SFTResult", "demonstrations", "build_tiny_for", "supervised_train", "success_rate", "held_out_specs"]
+__all__ = ["SFTResult", "demonstrations", "build_tiny_for", "supervised_train", "success_rate", "held_out_specs",
+           "add_sft_adapters", "merge_sft_adapters"]
 
 log = logging.getLogger("rlanything.sft")
 TRAIN_SEED_BASE = 50_000_000
@@ -134,22 +138,62 @@ def success_rate(generator: HFGenerator, family: TaskFamily, specs: Sequence[Tas
     return sum(o == 1 for o in outcomes) / max(1, len(outcomes))
 
 
+def add_sft_adapters(generator: HFGenerator, lora: LoraSettings, base_path: str) -> torch.nn.Module:
+    """Fresh LoRA adapters injected into ``generator.model`` in place (its base weights frozen, the
+    adapters trainable and computing nothing until trained); returns the peft wrapper that
+    `merge_sft_adapters` takes.
+
+    Raises:
+        ValueError: ``lora.rank`` is 0 or no target module matches (`with_lora`).
+    """
+    from services.common.models.lora import with_lora
+
+    return with_lora(generator.model, lora, base_path)
+
+
+def merge_sft_adapters(wrapped: torch.nn.Module) -> torch.nn.Module:
+    """Fold trained adapters into their base weights (W + B·A·alpha/rank) in place and drop them: the
+    generator's model is a plain transformers model again, its weights trainable, saved in full."""
+    merged = wrapped.merge_and_unload()  # type: ignore[operator]  # peft's PeftModel
+    for param in merged.parameters():
+        param.requires_grad_(True)
+    return merged
+
+
 def run_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: SFTConfig, tiny: TinyModelConfig, out_dir: Path,
             history_steps: int = 2, seed: int = 0, source: str = "",
-            progress: Callable[[str, float], None] | None = None) -> SFTResult:
-    """The whole cold start; saves the trained model to ``out_dir`` (a Hugging Face directory)."""
+            progress: Callable[[str, float], None] | None = None, lora: LoraSettings | None = None,
+            cache_dir: str = ".cache/models", eval_tokens: int = 16) -> SFTResult:
+    """The whole cold start; saves the trained model to ``out_dir`` (a Hugging Face directory, full weights).
+
+    ``source`` '' builds the tiny model; otherwise it is loaded (`load_model`, cached under
+    ``cache_dir``) and fine-tuned in full, or with ``lora`` adapters merged before saving. Success is
+    measured on ``sft.eval_episodes`` held-out tasks at temperature 0.8 with ``eval_tokens`` new tokens
+    per answer, before and after.
+
+    Raises:
+        ValueError: the family yields no expert demonstrations for these knobs; ``lora`` without a
+            pretrained ``source``.
+        OSError: ``source`` cannot be loaded.
+    """
+    if lora is not None and not source:
+        raise ValueError("LoRA SFT needs a pretrained source (the tiny model is fine-tuned in full)")
     start = time.perf_counter()
     demos = demonstrations(family, fam_cfg, sft.episodes, history_steps)
     if not demos:
         raise ValueError(f"no expert demonstrations for {fam_cfg.type} with knobs {fam_cfg.knobs}")
     base = source or str(build_tiny_for(demos, out_dir, tiny, seed))
-    generator = HFGenerator(base)
+    generator = HFGenerator(base, cache_dir)
     specs = held_out_specs(fam_cfg, sft.eval_episodes)
-    before = success_rate(generator, family, specs, history_steps=history_steps)
+    before = success_rate(generator, family, specs, history_steps=history_steps, max_new_tokens=eval_tokens)
     if progress:
         progress("before", before)
+    torch.manual_seed(seed)  # the adapters' random first matrices
+    wrapped = add_sft_adapters(generator, lora, resolve_model_path(base, cache_dir)) if lora else None
     supervised_train(generator, demos, sft, seed, (lambda s, loss: progress("step", s)) if progress else None)
-    after = success_rate(generator, family, specs, history_steps=history_steps)
+    if wrapped is not None:
+        merge_sft_adapters(wrapped)
+    after = success_rate(generator, family, specs, history_steps=history_steps, max_new_tokens=eval_tokens)
     out_dir.mkdir(parents=True, exist_ok=True)
     generator.model.save_pretrained(out_dir)
     generator.tokenizer.save_pretrained(out_dir)

@@ -1,21 +1,26 @@
-"""Cold start for `rlanything run`: SFT the tiny policy and judge once, cached by config hash.
+"""Cold start for `rlanything run`: SFT the policy and the tiny judge once, cached by config hash.
 
-The cache key leaves out the run's seed: every seed of an experiment starts from the same
-cold-started models (as every run of the paper starts from the same instruct model).
+The policy is the tiny model built from the family, or the pretrained model named by
+``policy.sft.source`` (e.g. ``smollm2``), fine-tuned in full or through LoRA adapters merged back
+(``policy.sft.lora_rank``). The cache key leaves out the run's seed: every seed of an experiment
+starts from the same cold-started models (as every run of the paper starts from the same instruct
+model).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from services.common.build_once import build_once
-from services.common.config import FamilyConfig, RunConfig
+from services.common.config import FamilyConfig, LoraSettings, RunConfig
 from services.reward.judge_prompt import PROMPT_FORMAT
 
-__all__ = ["coldstart_policy", "coldstart_judge", "config_hash"]
+__all__ = ["coldstart_policy", "coldstart_judge", "config_hash", "coldstart_errors", "policy_needs_coldstart",
+           "policy_coldstart_dir", "sft_lora"]
 
 
 def config_hash(*parts: object) -> str:
@@ -33,20 +38,101 @@ def _family_key(fam_cfg: FamilyConfig) -> dict:
     return fam_cfg.model_dump(mode="json", exclude=_POOL_ONLY)
 
 
+_PRETRAINED_ONLY = {"source", "lora_rank"}
+"""`policy.sft` fields that only a pretrained source uses: left out of the tiny model's key, so its cache
+entries stay those of the configs written before these fields existed."""
+
+
+def coldstart_errors(config: RunConfig) -> list[str]:
+    """Why ``config``'s policy cannot be cold-started as written (empty when it can); pure.
+
+    A pretrained ``policy.sft.source`` needs ``launcher.coldstart: true``, an empty
+    ``policy.model.source`` (the cold start fills it) and a backend with weights (not ``openai``);
+    ``policy.sft.lora_rank`` applies to a pretrained source only.
+    """
+    sft, model = config.policy.sft, config.policy.model
+    if not sft.source:
+        return ([f"policy.sft.lora_rank={sft.lora_rank} applies to a pretrained policy.sft.source only (the tiny "
+                 "model is fine-tuned in full); set policy.sft.source or leave lora_rank 0"] if sft.lora_rank else [])
+    errors = []
+    if model.source:
+        errors.append(f"policy.sft.source={sft.source!r} and policy.model.source={model.source!r} both name the "
+                      "policy: give sft.source to cold-start a pretrained model by SFT, or model.source to serve "
+                      "one as it is")
+    if not config.launcher.coldstart:
+        errors.append(f"policy.sft.source={sft.source!r} needs launcher.coldstart: true (it names what the cold "
+                      "start fine-tunes)")
+    if model.backend == "openai":
+        errors.append(f"policy.sft.source={sft.source!r} needs policy.model.backend 'hf' or 'vllm': the 'openai' "
+                      "backend serves a remote model and cannot load the fine-tuned weights")
+    return errors
+
+
+def policy_needs_coldstart(config: RunConfig) -> bool:
+    """Does `rlanything run` cold-start the policy: a pretrained ``policy.sft.source``, or an empty
+    ``policy.model.source`` on the ``hf`` backend (the tiny model)? ``launcher.coldstart`` is the caller's."""
+    from services.run.sources import needs_policy_source
+
+    if config.policy.sft.source:
+        return True
+    return needs_policy_source(config) and config.policy.model.backend == "hf"
+
+
+def _slug(source: str) -> str:
+    """A directory-name-safe short form of a model source ('smollm2', 'HuggingFaceTB--SmolLM2-360M')."""
+    name = source.rstrip("/").split("/")[-1] if Path(source).is_dir() else source.replace("/", "--")
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name)[:48] or "model"
+
+
+def policy_coldstart_dir(config: RunConfig) -> Path:
+    """Where the cold-started policy of ``config`` is cached: the family, the source (pretrained) and a
+    hash of what the model depends on (family knobs, SFT settings with the source and LoRA rank, the
+    prompt's history, the tiny model's shape or the SFT adapters' target modules); never the seed."""
+    pcfg = config.policy
+    fam_cfg = config.env.families[0]
+    if not pcfg.sft.source:
+        key = config_hash(_family_key(fam_cfg), pcfg.sft.model_dump(mode="json", exclude=_PRETRAINED_ONLY),
+                          pcfg.model.tiny, pcfg.rollout.history_steps)  # seed-free: shared by seeds
+        return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
+    targets = pcfg.ppo.lora.target_modules if pcfg.sft.lora_rank else []
+    key = config_hash(_family_key(fam_cfg), pcfg.sft, targets, pcfg.rollout.history_steps)
+    return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{_slug(pcfg.sft.source)}-{key}"
+
+
+def sft_lora(config: RunConfig) -> LoraSettings | None:
+    """The adapters of a LoRA SFT (alpha = 2·rank, no dropout, ppo.lora's target modules), or None."""
+    rank = config.policy.sft.lora_rank
+    if not rank:
+        return None
+    return LoraSettings(rank=rank, alpha=2.0 * rank, target_modules=list(config.policy.ppo.lora.target_modules))
+
+
 def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
-    """The cold-started policy's directory (trained now unless cached)."""
+    """The cold-started policy's directory (trained now unless cached): the tiny model, or
+    ``policy.sft.source`` fine-tuned.
+
+    Raises:
+        ValueError: `coldstart_errors` finds the config inconsistent, or the family has no expert
+            demonstrations.
+        OSError: the pretrained source cannot be loaded.
+    """
     from services.env.families.registry import build_family
     from services.offline.policy_sft import run_sft
 
+    problems = coldstart_errors(config)
+    if problems:
+        raise ValueError("; ".join(problems))
     pcfg = config.policy
     fam_cfg = config.env.families[0]
-    key = config_hash(_family_key(fam_cfg), pcfg.sft, pcfg.model.tiny, pcfg.rollout.history_steps)  # seed-free: shared by seeds
-    out = Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
+    out = policy_coldstart_dir(config)
+    what = f"{pcfg.sft.source} ({'LoRA r=%d, merged' % pcfg.sft.lora_rank if pcfg.sft.lora_rank else 'full fine-tune'})" \
+        if pcfg.sft.source else "the tiny policy"
 
     def build(tmp: Path) -> None:
-        log(f"cold start: SFT of the tiny policy on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
+        log(f"cold start: SFT of {what} on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
         result = run_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, pcfg.sft, pcfg.model.tiny,
-                         tmp, pcfg.rollout.history_steps, seed=0)
+                         tmp, pcfg.rollout.history_steps, seed=0, source=pcfg.sft.source, lora=sft_lora(config),
+                         cache_dir=pcfg.model.cache_dir, eval_tokens=config.env.scheduler.max_new_tokens)
         log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
             f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
 

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -40,6 +40,7 @@ OVERLAYS: dict[str, Path] = {
     "remote-env": K8S_DIR / "overlays" / "remote-env",
     "vllm-policy": K8S_DIR / "overlays" / "vllm-policy",
     "custom-critic": K8S_DIR / "overlays" / "custom-critic",
+    "sharded-trainers": K8S_DIR / "overlays" / "sharded-trainers",
 }
 """Every kustomization a user can apply, by short name."""
 
@@ -64,6 +65,10 @@ EXTRA_WORKLOADS: dict[str, dict[str, tuple[str | None, str | None]]] = {
     "remote-env": {"user-env": (None, None)},
 }
 """Deployments an overlay adds beside ROLES: one of ours (module, role) or the user's own (None)."""
+
+
+SHARDED: dict[str, set[str]] = {"sharded-trainers": {"policy-trainer", "reward-trainer"}}
+"""Overlay -> the roles it runs as multi-pod torchrun jobs (StatefulSets of rank pods, not Deployments)."""
 
 
 def roles_of(overlay: str) -> dict[str, tuple[str, str | None]]:
@@ -132,6 +137,12 @@ class Manifests:
     def deployment(self, name: str) -> dict[str, Any]:
         return self.get("Deployment", name)
 
+    def workload(self, name: str) -> dict[str, Any]:
+        """The Deployment or StatefulSet called ``name`` (a sharded trainer is a StatefulSet)."""
+        found = [w for w in self.workloads() if w["metadata"]["name"] == name]
+        assert len(found) == 1, f"expected one workload {name}, found {len(found)}"
+        return found[0]
+
     def secret_data(self, name: str) -> dict[str, str]:
         secret = self.get("Secret", name)
         data = {k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()}
@@ -164,7 +175,8 @@ def named_ports(container: dict[str, Any]) -> dict[str, int]:
 def container_env(manifests: Manifests, workload: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
     """The container's environment as the kubelet builds it (Secret/ConfigMap refs resolved).
 
-    ``fieldRef: metadata.name`` becomes ``<workload name>-0``, the name of a StatefulSet's pod.
+    ``fieldRef: metadata.name`` becomes ``<workload name>-0``, the name of a StatefulSet's pod, the
+    pod-index label ``0`` (that pod's index), ``metadata.namespace`` the workload's namespace.
     ``envFrom`` (whole Secrets or ConfigMaps) comes first and ``env`` overrides it, as in the kubelet.
     """
     env: dict[str, str] = {}
@@ -192,8 +204,12 @@ def container_env(manifests: Manifests, workload: dict[str, Any], container: dic
             ref = source["configMapKeyRef"]
             env[item["name"]] = manifests.configmap_data(ref["name"])[ref["key"]]
         elif "fieldRef" in source:
-            assert source["fieldRef"]["fieldPath"] == "metadata.name", source
-            env[item["name"]] = f"{workload['metadata']['name']}-0"
+            path = source["fieldRef"]["fieldPath"]
+            known = {"metadata.name": f"{workload['metadata']['name']}-0",
+                     "metadata.labels['apps.kubernetes.io/pod-index']": "0",
+                     "metadata.namespace": workload["metadata"].get("namespace", "")}
+            assert path in known, source
+            env[item["name"]] = known[path]
         else:
             raise AssertionError(f"unsupported env source {source}")
     return env
@@ -215,16 +231,27 @@ def expand_vars(text: str, env: dict[str, str]) -> str:
 
 @dataclass
 class ServiceCommand:
-    """`python -m services.<module> --config PATH --set k=v ...` taken apart."""
+    """`python -m services.<module> --config PATH --set k=v ...` taken apart (or the same module
+    under `torchrun --opt=value ... -m services.<module> ...`)."""
 
     module: str
     config_path: str
     overrides: list[str]
+    torchrun: dict[str, str] = field(default_factory=dict)
+    """torchrun's options (``--nnodes=2`` -> ``{"nnodes": "2"}``); empty for `python -m`."""
 
 
 def parse_service_command(container: dict[str, Any]) -> ServiceCommand:
     """Split a service container's command + args; fails on anything the entry point would reject."""
     command = [*container.get("command", []), *container.get("args", [])]
+    launcher: dict[str, str] = {}
+    if command[:1] == ["torchrun"]:
+        end = command.index("-m")
+        for option in command[1:end]:
+            assert option.startswith("--") and "=" in option, f"torchrun option {option!r}: write --name=value"
+            name, _, value = option[2:].partition("=")
+            launcher[name.replace("_", "-")] = value
+        command = ["python", *command[end:]]
     assert command[:2] == ["python", "-m"] and command[2].startswith("services."), command
     module = command[2].removeprefix("services.")
     rest = command[3:]
@@ -239,7 +266,7 @@ def parse_service_command(container: dict[str, Any]) -> ServiceCommand:
             overrides.append(rest[i + 1])
         i += 2
     assert config_path, f"no --config in {command}"
-    return ServiceCommand(module, config_path, overrides)
+    return ServiceCommand(module, config_path, overrides, launcher)
 
 
 def effective_config(run_yaml: str, overrides: list[str]) -> RunConfig:

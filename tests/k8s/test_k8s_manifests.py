@@ -22,6 +22,7 @@ from tests.k8s.kube import (
     OVERLAYS,
     ROLES,
     SCALERS,
+    SHARDED,
     Manifests,
     all_containers,
     container_env,
@@ -37,7 +38,7 @@ from tests.k8s.kube import (
 
 ALL = sorted(OVERLAYS)
 GPU_OVERLAYS = ["default", "autoscale", "openai-judge", "monitoring", "shadow-judge", "remote-env", "vllm-policy",
-                "custom-critic"]
+                "custom-critic", "sharded-trainers"]
 SCALABLE = {"env", "policy-rollout", "reward-judge"}
 """Roles whose replica count belongs to `kubectl scale` / KEDA (no `replicas` in the manifest)."""
 SINGLETONS = {"policy-trainer", "reward-trainer", "critic"}
@@ -60,8 +61,8 @@ def _mounted_file(manifests: Manifests, workload: dict[str, Any], container: dic
 
 
 def _role_config(manifests: Manifests, name: str) -> tuple[RunConfig, list[str], dict[str, str]]:
-    """(effective RunConfig, expanded overrides, env) of Deployment ``name``."""
-    deployment = manifests.deployment(name)
+    """(effective RunConfig, expanded overrides, env) of Deployment (or sharded StatefulSet) ``name``."""
+    deployment = manifests.workload(name)
     container = main_container(deployment)
     command = parse_service_command(container)
     env = container_env(manifests, deployment, container)
@@ -93,8 +94,10 @@ def _gpus(workload: dict[str, Any]) -> list[tuple[Any, Any]]:
 @pytest.mark.parametrize("overlay", ALL)
 def test_every_role_has_a_deployment_service_and_service_account(overlay: str) -> None:
     manifests = render(overlay)
-    assert {d["metadata"]["name"] for d in manifests.of_kind("Deployment")} == set(ROLES) | set(EXTRA_WORKLOADS.get(overlay, {}))
-    assert [s["metadata"]["name"] for s in manifests.of_kind("StatefulSet")] == ["nats"]
+    sharded = SHARDED.get(overlay, set())
+    assert {d["metadata"]["name"] for d in manifests.of_kind("Deployment")} == (
+        set(ROLES) - sharded | set(EXTRA_WORKLOADS.get(overlay, {})))
+    assert {s["metadata"]["name"] for s in manifests.of_kind("StatefulSet")} == {"nats"} | sharded
     services = {s["metadata"]["name"] for s in manifests.of_kind("Service")}
     accounts = {a["metadata"]["name"]: a for a in manifests.of_kind("ServiceAccount")}
     for workload in manifests.workloads():
@@ -139,7 +142,7 @@ def test_run_config_in_the_configmap_is_valid(overlay: str) -> None:
 def test_commands_select_the_service_and_role(overlay: str) -> None:
     manifests = render(overlay)
     for name, (module, role) in roles_of(overlay).items():
-        command = parse_service_command(main_container(manifests.deployment(name)))
+        command = parse_service_command(main_container(manifests.workload(name)))
         assert command.module == module and module in SERVICE_NAMES, f"{name} runs services.{command.module}"
         assert command.config_path == "/etc/rlanything/run.yaml"
         role_sets = [o for o in command.overrides if o.startswith(f"{module}.role=")]
@@ -153,17 +156,20 @@ def test_ports_probes_and_nats_url_agree_with_the_run_config(overlay: str) -> No
     nats_client_port = {p["name"]: p["port"] for p in nats_service["spec"]["ports"]}["client"]
     auth = manifests.secret_data(_secret_of(manifests, "NATS_PASSWORD"))
     for name, (module, _) in roles_of(overlay).items():
-        deployment = manifests.deployment(name)
+        deployment = manifests.workload(name)
         container = main_container(deployment)
         config, overrides, _ = _role_config(manifests, name)
         server = getattr(config, module).server
-        where = f"{overlay}: Deployment {name}"
+        where = f"{overlay}: {deployment['kind']} {name}"
         assert server.host == "0.0.0.0", f"{where}: {module}.server.host must be 0.0.0.0 in a pod"
         ports = named_ports(container)
         assert ports["grpc"] == server.grpc_port, f"{where}: containerPort grpc {ports['grpc']} != {module}.server.grpc_port {server.grpc_port}"
         assert ports["metrics"] == server.metrics_port, f"{where}: containerPort metrics != {module}.server.metrics_port"
         # HTTP for products: the rollout role's OpenAI endpoint (policy.openai_port), the ingest API.
-        assert set(ports) <= {"grpc", "metrics", "http"} and ("http" in ports) == (name in ("policy-rollout", "ingest"))
+        # Rank pods of a sharded trainer: torchrun's rendezvous port too (test_k8s_sharded_trainers.py).
+        rendezvous = {"rendezvous"} if name in SHARDED.get(overlay, set()) else set()
+        assert set(ports) <= {"grpc", "metrics", "http"} | rendezvous and rendezvous <= set(ports)
+        assert ("http" in ports) == (name in ("policy-rollout", "ingest"))
         if "http" in ports:
             http_port = config.policy.openai_port if module == "policy" else config.ingest.http_port
             assert ports["http"] == http_port, f"{where}: containerPort http != the run config's HTTP port"
@@ -191,11 +197,11 @@ def test_service_addresses_paths_and_threads_in_the_run_config_fit_the_pods(over
     manifests = render(overlay)
     env_grpc = {p["name"]: p["port"] for p in manifests.get("Service", "env")["spec"]["ports"]}["grpc"]
     for name, (module, _) in roles_of(overlay).items():
-        deployment = manifests.deployment(name)
+        deployment = manifests.workload(name)
         container = main_container(deployment)
         config, _, _ = _role_config(manifests, name)
         section = getattr(config, module)
-        where = f"{overlay}: Deployment {name}"
+        where = f"{overlay}: {deployment['kind']} {name}"
         writable = [m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")]
         read_only = [m["mountPath"] for m in container["volumeMounts"] if m.get("readOnly")]
 
@@ -321,8 +327,12 @@ def test_gpu_requests_only_on_policy_and_reward_pods(overlay: str) -> None:
     expected |= {"reward-judge-shadow"} if overlay == "shadow-judge" else set()
     assert with_gpu == expected, f"{overlay}: GPU pods {sorted(with_gpu)}, expected {sorted(expected)}"
     for name in with_gpu:
-        workload = manifests.deployment(name)
-        assert _gpus(workload) == [(1, 1)], f"{name}: nvidia.com/gpu requests and limits must both be 1"
+        workload = manifests.workload(name)
+        if name in SHARDED.get(overlay, set()):  # P GPUs per rank pod, one torchrun process each
+            per_pod = int(parse_service_command(main_container(workload)).torchrun["nproc-per-node"])
+            assert _gpus(workload) == [(per_pod, per_pod)], f"{name}: nvidia.com/gpu must be --nproc-per-node"
+        else:
+            assert _gpus(workload) == [(1, 1)], f"{name}: nvidia.com/gpu requests and limits must both be 1"
         tolerations = pod_spec(workload).get("tolerations", [])
         assert any(t.get("key") == "nvidia.com/gpu" for t in tolerations), f"{name}: tolerate the GPU node taint"
 
@@ -337,6 +347,13 @@ def test_cpu_overlay_requests_no_gpu() -> None:
 def test_replicas_trainers_are_single_and_workers_scale(overlay: str) -> None:
     manifests = render(overlay)
     for name in SINGLETONS:
+        if name in SHARDED.get(overlay, set()):
+            spec = manifests.get("StatefulSet", name)["spec"]
+            nnodes = parse_service_command(main_container(manifests.workload(name))).torchrun["nnodes"]
+            assert spec.get("replicas") == int(nnodes) >= 2, f"{name}: replicas must be torchrun's --nnodes"
+            assert spec.get("podManagementPolicy") == "Parallel", f"{name}: all ranks start together"
+            assert spec.get("updateStrategy") == {"type": "OnDelete"}, f"{name}: no rolling update across ranks"
+            continue
         spec = manifests.deployment(name)["spec"]
         assert spec.get("replicas") == 1, f"{name}: exactly one replica"
         assert spec.get("strategy", {}).get("type") == "Recreate", f"{name}: never two at once during an update"
@@ -516,7 +533,7 @@ def test_the_bootstrap_job_writes_the_models_the_pods_wait_for_and_load(overlay:
     for name, (module, _) in ROLES.items():
         if module not in ("policy", "reward"):
             continue
-        deployment = manifests.deployment(name)
+        deployment = manifests.workload(name)
         (init,) = pod_spec(deployment)["initContainers"]
         assert f"[ -f {out}/READY ]" in " ".join(init["command"]), f"{name}: its init container must wait for {out}/READY"
         config, _, _ = _role_config(manifests, name)

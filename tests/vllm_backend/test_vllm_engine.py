@@ -4,7 +4,8 @@ Runs in `make test-vllm` (its own virtualenv with vLLM; on this machine the CPU 
 and in `scripts/gpu_check.sh` on a CUDA host; skipped where vLLM is not installed. One engine serves
 every test (starting one takes ~30-45 s on 2 cores). Checkpoints: v0 a tiny Qwen2-style model, and
 v1..v10 = v0 plus N(0, 0.5²) noise seeded by the version (the recipe of the `hf` hot-swap test in
-tests/integration/policy). ``RLA_VLLM_REPORT`` names a markdown file for the measured figures.
+tests/integration/policy). ``RLA_VLLM_REPORT`` names a markdown file for the measured figures
+(conftest.py writes them; test_vllm_lora.py adds its own).
 """
 
 from __future__ import annotations
@@ -25,41 +26,17 @@ import torch  # noqa: E402
 from services.common.models.generation import HFGenerator, Sampling, encode_chat  # noqa: E402
 from services.common.models.loading import load_model  # noqa: E402
 from services.common.models.logprobs import token_logprobs  # noqa: E402
-from services.common.models.tiny import build_tiny_model, train_tokenizer  # noqa: E402
 from services.common.models.vllm_engine import VLLMGenerator  # noqa: E402
+from tests.vllm_backend.tiny import CHATS, GREEDY, build_base, hf_greedy, rss_mib  # noqa: E402
 
 pytestmark = pytest.mark.vllm
-REPORT = os.environ.get("RLA_VLLM_REPORT", "")
 VERSIONS = 10
-TEXT = ["You are on a frozen lake. Tiles: S F H G. Move left down right up; answer \\boxed{0} to \\boxed{3}.",
-        "Room: a kitchen with a fridge and a table. Take the apple, open the door, go east, go west."]
-CHATS = [
-    [{"role": "user", "content": "Tiles S F H G. Move?"}],
-    [{"role": "system", "content": "Answer \\boxed{i}."}, {"role": "user", "content": "open the door"}],
-    [{"role": "user", "content": "go east"}, {"role": "assistant", "content": "\\boxed{2}"},
-     {"role": "user", "content": "take the apple"}],
-    [{"role": "user", "content": "kitchen fridge table"}],
-]
-GREEDY = Sampling(temperature=0.0, max_new_tokens=16)
-figures: dict[str, str] = {}
-
-
-def rss_mib() -> float:
-    """Resident memory of this process and every process under it (the engine core), MiB; on a CUDA
-    host plus the GPU memory in use (device-wide), so a leak on either side shows."""
-    me = psutil.Process()
-    host = sum(p.memory_info().rss for p in [me, *me.children(recursive=True)])
-    if torch.cuda.is_available():
-        free, total = torch.cuda.mem_get_info()
-        host += total - free
-    return host / 2**20
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = tmp_path_factory.mktemp("vllm-ckpt")
-    tokenizer = train_tokenizer(TEXT * 40, vocab_size=320)
-    base = build_tiny_model(tokenizer, root / "v0", hidden_size=128, layers=2, heads=4, max_positions=512)
+    base = build_base(root / "v0")
     out = [base]
     for k in range(1, VERSIONS + 1):
         model, tok = load_model(str(base))
@@ -74,7 +51,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def engine(checkpoints: list[Path]) -> Iterator[VLLMGenerator]:
+def engine(checkpoints: list[Path], figures: dict[str, str]) -> Iterator[VLLMGenerator]:
     started = time.perf_counter()
     gen = VLLMGenerator(str(checkpoints[0]), dtype="float32", max_model_len=512, enforce_eager=True,
                         gpu_memory_utilization=0.3)
@@ -83,12 +60,8 @@ def engine(checkpoints: list[Path]) -> Iterator[VLLMGenerator]:
     gen.close()
 
 
-def hf_greedy(path: Path) -> list[tuple[int, ...]]:
-    return [c.token_ids for c in HFGenerator(str(path)).generate(CHATS, GREEDY)]
-
-
-def test_greedy_output_follows_each_in_place_update_without_a_restart(engine: VLLMGenerator,
-                                                                        checkpoints: list[Path]) -> None:
+def test_greedy_output_follows_each_in_place_update_without_a_restart(engine: VLLMGenerator, checkpoints: list[Path],
+                                                                        figures: dict[str, str]) -> None:
     engine_pids = {p.pid for p in psutil.Process().children(recursive=True)}
     assert [c.token_ids for c in engine.generate(CHATS, GREEDY)] == hf_greedy(checkpoints[0])
     updates, first_outputs, memory = [], [], [rss_mib()]
@@ -114,7 +87,8 @@ def test_greedy_output_follows_each_in_place_update_without_a_restart(engine: VL
     figures["memory in use after updates 1 / 10 (MiB; host RSS, + GPU on CUDA)"] = f"{memory[1]:.0f} / {memory[-1]:.0f} ({growth:+.1f})"
 
 
-def test_behaviour_logprobs_use_the_trainers_convention(engine: VLLMGenerator, checkpoints: list[Path]) -> None:
+def test_behaviour_logprobs_use_the_trainers_convention(engine: VLLMGenerator, checkpoints: list[Path],
+                                                        figures: dict[str, str]) -> None:
     engine.load_version(str(checkpoints[3]), 3)
     model, tok = load_model(str(checkpoints[3]))
     temperature = 0.7
@@ -140,7 +114,8 @@ def test_behaviour_logprobs_use_the_trainers_convention(engine: VLLMGenerator, c
     assert mean_processed > 20 * max(mean_raw, 1e-4)  # the check tells the two conventions apart
 
 
-def test_prompt_token_ids_are_what_the_trainer_rebuilds(engine: VLLMGenerator, checkpoints: list[Path]) -> None:
+def test_prompt_token_ids_are_what_the_trainer_rebuilds(engine: VLLMGenerator, checkpoints: list[Path],
+                                                        figures: dict[str, str]) -> None:
     hf = HFGenerator(str(checkpoints[0]))
     out = engine.generate(CHATS, GREEDY)
     from vllm import SamplingParams
@@ -152,9 +127,3 @@ def test_prompt_token_ids_are_what_the_trainer_rebuilds(engine: VLLMGenerator, c
         assert list(vllm_own.prompt_token_ids) == rebuilt  # vLLM's own chat path: no drift, no second BOS
         assert rebuilt.count(rebuilt[0]) == len(chat) + 1  # one <|im_start|> per turn + the generation prompt
     figures["prompt token ids equal to the trainer's, chats checked"] = str(len(CHATS))
-
-
-def teardown_module() -> None:
-    if REPORT and figures:
-        lines = ["| measured | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in figures.items())]
-        Path(REPORT).write_text("\n".join(lines) + "\n")

@@ -8,7 +8,8 @@ from pydantic import Field, model_validator
 
 from services.common.config.base import StrictModel
 
-__all__ = ["TinyModelConfig", "VLLMConfig", "ModelConfig", "LoraSettings", "PPOConfig", "SFTConfig"]
+__all__ = ["TinyModelConfig", "VLLMConfig", "ModelConfig", "LoraSettings", "PPOConfig", "SFTConfig",
+           "serve_lora_in_vllm"]
 
 
 class TinyModelConfig(StrictModel):
@@ -28,6 +29,10 @@ class VLLMConfig(StrictModel):
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1, description="Share of GPU memory the engine may take.")
     max_model_len: int = Field(0, ge=0, description="Context window in tokens (0 = the model's own).")
     enforce_eager: bool = Field(False, description="No CUDA graphs / compilation: faster start, slower steps.")
+    max_lora_rank: int = Field(
+        0, ge=0, le=512, description="LoRA in the engine (enable_lora): the largest adapter rank it serves, 0 = no "
+                                     "LoRA. The policy and reward configs set it to their ppo.lora.rank when that "
+                                     "trains adapters, so each adapter version is hot-loaded, not merged.")
 
 
 class ModelConfig(StrictModel):
@@ -124,3 +129,28 @@ class SFTConfig(StrictModel):
     batch_size: int = Field(32, ge=1, description="Samples per step.")
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate.")
     eval_episodes: int = Field(100, ge=1, description="Held-out episodes to measure success before/after.")
+
+
+def serve_lora_in_vllm(section: str, model: ModelConfig, ppo: PPOConfig) -> None:
+    """Start a `vllm` engine of ``model`` with LoRA when ``ppo`` trains adapters (a service config's check).
+
+    ``model.vllm.max_lora_rank`` 0 becomes ``ppo.lora.rank``, so every adapter the trainer announces is
+    hot-loaded by the engine; another backend, or no LoRA, leaves ``model`` as it is.
+
+    Raises:
+        ValueError: an explicit ``max_lora_rank`` below the trained rank, or ``lora.modules_to_save``
+            (vLLM's LoRA serves low-rank adapters only, not whole trained modules).
+    """
+    rank = ppo.lora.rank
+    if model.backend != "vllm" or rank == 0:
+        return
+    if ppo.lora.modules_to_save:
+        raise ValueError(f"{section}.ppo.lora.modules_to_save {ppo.lora.modules_to_save} cannot be served by "
+                         f"{section}.model.backend 'vllm' (vLLM's LoRA takes low-rank adapters only): leave it "
+                         "empty or use backend 'hf'")
+    if model.vllm.max_lora_rank == 0:
+        model.vllm.max_lora_rank = rank
+    elif model.vllm.max_lora_rank < rank:
+        raise ValueError(f"{section}.model.vllm.max_lora_rank={model.vllm.max_lora_rank} is below "
+                         f"{section}.ppo.lora.rank={rank}: the engine could not load the trainer's adapters "
+                         "(set it to 0 to follow ppo.lora.rank)")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from services.common.config.base import ServiceConfig, StrictModel
-from services.common.config.models import ModelConfig, PPOConfig, SFTConfig
+from services.common.config.models import ModelConfig, PPOConfig, SFTConfig, serve_lora_in_vllm
 
-__all__ = ["RolloutConfig", "CaptureConfig", "PolicyServiceConfig"]
+__all__ = ["RolloutConfig", "CaptureConfig", "PolicySFTConfig", "PolicyServiceConfig"]
 
 
 class RolloutConfig(StrictModel):
@@ -36,6 +36,19 @@ class CaptureConfig(StrictModel):
                                                    "beyond it a capture is dropped (counted), never the answer.")
 
 
+class PolicySFTConfig(SFTConfig):
+    """The policy's cold start: the shared SFT budget, and optionally a pretrained model to fine-tune."""
+
+    source: str = Field(
+        "", description="`rlanything run`: a pretrained model to cold-start by SFT ('smollm2', a local HF directory "
+                        "or hub id); the run's policy.model.source becomes the fine-tuned copy (cached by config "
+                        "hash). '' = the tiny model built from the family, when policy.model.source is ''.")
+    lora_rank: int = Field(
+        0, ge=0, le=1024, description="SFT of a pretrained source: 0 = full fine-tune; > 0 = LoRA adapters of this "
+                                      "rank (alpha = 2·rank, ppo.lora's target modules) merged into the weights "
+                                      "before saving, so the cold start is a full model either way.")
+
+
 class PolicyServiceConfig(ServiceConfig):
     """The policy service: backends, rollout workers, the trainer, checkpoints, the OpenAI endpoint."""
 
@@ -43,7 +56,7 @@ class PolicyServiceConfig(ServiceConfig):
     model: ModelConfig = Field(default_factory=ModelConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    sft: SFTConfig = Field(default_factory=SFTConfig)
+    sft: PolicySFTConfig = Field(default_factory=PolicySFTConfig)
     checkpoint_dir: str = Field("runs/checkpoints", description="Shared checkpoint store (a volume in k8s).")
     openai_port: int = Field(8000, ge=0, le=65535, description="OpenAI-compatible HTTP port (0 = free port).")
     max_batch: int = Field(64, ge=1, description="Chats per generate call.")
@@ -51,3 +64,9 @@ class PolicyServiceConfig(ServiceConfig):
         64, ge=1, description="Generation requests (HTTP and gRPC together) in progress at once; more are refused "
                               "with 429 / RESOURCE_EXHAUSTED instead of queueing in memory.")
     capture: CaptureConfig = Field(default_factory=CaptureConfig)
+
+    @model_validator(mode="after")
+    def _vllm_serves_lora(self) -> "PolicyServiceConfig":
+        """A `vllm` engine starts with LoRA when the trainer trains adapters (`serve_lora_in_vllm`)."""
+        serve_lora_in_vllm("policy", self.model, self.ppo)
+        return self

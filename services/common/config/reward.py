@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from services.common.config.base import ServiceConfig
-from services.common.config.models import ModelConfig, PPOConfig, SFTConfig
+from services.common.config.models import ModelConfig, PPOConfig, SFTConfig, serve_lora_in_vllm
 
 __all__ = ["JudgeSFTConfig", "RewardServiceConfig"]
 
@@ -74,4 +74,5 @@ class RewardServiceConfig(ServiceConfig):
         if self.backend == "llm" and self.model.backend == "openai":
             raise ValueError("model.backend 'openai' returns no token ids to train on; use backend: openai "
                              "(a frozen external judge) instead")
+        serve_lora_in_vllm("reward", self.model, self.ppo)  # a vllm engine starts with LoRA for trained adapters
         return self

@@ -25,7 +25,8 @@ def build_generator(model: ModelConfig, source: str, version: int = 0) -> Genera
         v = model.vllm
         return VLLMGenerator(source, model.cache_dir, version, dtype=v.dtype,
                              gpu_memory_utilization=v.gpu_memory_utilization,
-                             max_model_len=v.max_model_len or None, enforce_eager=v.enforce_eager)
+                             max_model_len=v.max_model_len or None, enforce_eager=v.enforce_eager,
+                             max_lora_rank=v.max_lora_rank)
     if not model.openai_base_url:
         raise ValueError("model.openai_base_url is required for the openai backend")
     return OpenAIGenerator(model.openai_base_url, model.openai_model or source,

@@ -5,7 +5,10 @@ vLLM imports this module in each worker (``worker_extension_cls``) before the mo
 ``LLM.collective_rpc``. The checkpoint's safetensors are fed to the model's own ``load_weights``,
 whose per-parameter weight loaders copy each tensor into the existing storage (fusing q/k/v and
 gate/up as at start-up), so CUDA graphs and the KV cache stay valid: the method TRL uses to sync
-vLLM with its trainer.
+vLLM with its trainer. An engine started with LoRA (its linear layers wrapped by vLLM's LoRA layers)
+loads full weights the same way: they reach the wrapped base layers (tests/vllm_backend/
+test_vllm_lora.py: a full-weight version on a LoRA engine answers as transformers does). LoRA
+adapters themselves are not loaded here but through vLLM's own ``add_lora`` (`VLLMGenerator`).
 
 CPU build only: vLLM repacks each linear layer's weight for oneDNN at start-up and frees the
 original, and its own in-place reload then leaves the packed copies stale (measured: greedy output
