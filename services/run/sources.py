@@ -26,12 +26,15 @@ def needs_judge_source(config: RunConfig) -> bool:
 
 def fill_tiny_sources(config: RunConfig, services: list[str]) -> None:
     """Set an empty policy / judge ``model.source`` (of the services about to start) to the tiny
-    model built for ``env.families[0]``; mutates ``config``."""
+    model built for ``env.families[0]`` — or, for the policy, to ``policy.sft.source`` when the config
+    names a pretrained model to cold-start (served as it is: only `rlanything run` fine-tunes it);
+    mutates ``config``."""
     from services.offline.bootstrap import tiny_judge, tiny_policy
 
     family = config.env.families[0]
     history = config.policy.rollout.history_steps
     if "policy" in services and needs_policy_source(config):
-        config.policy.model.source = tiny_policy(config.policy.model, family, history)
+        config.policy.model.source = (config.policy.sft.source
+                                      or tiny_policy(config.policy.model, family, history))
     if "reward" in services and needs_judge_source(config):
         config.reward.model.source = tiny_judge(config.reward, family, history)

@@ -103,3 +103,13 @@ def test_rlanything_run_exits_2_on_an_inconsistent_cold_start_before_building_an
     said = " ".join((proc.stdout + proc.stderr).split())  # the console wraps long lines
     assert "config error: policy.sft.source='smollm2' and policy.model.source='smollm2' both name the policy" in said
     assert not cache.exists() and not (tmp_path / "runs").exists()
+
+
+def test_rlanything_up_serves_the_named_pretrained_model_not_a_tiny_one() -> None:
+    """`up` does not cold-start; with policy.sft.source and no model.source it serves that model as it is
+    (it used to build and serve the tiny model, ignoring the config's model)."""
+    from services.run.sources import fill_tiny_sources
+
+    config = _config(sft={"source": "smollm2"})
+    fill_tiny_sources(config, ["policy"])
+    assert config.policy.model.source == "smollm2"
