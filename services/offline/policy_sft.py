@@ -138,17 +138,17 @@ def success_rate(generator: HFGenerator, family: TaskFamily, specs: Sequence[Tas
     return sum(o == 1 for o in outcomes) / max(1, len(outcomes))
 
 
-def add_sft_adapters(generator: HFGenerator, lora: LoraSettings, base_path: str) -> torch.nn.Module:
+def add_sft_adapters(generator: HFGenerator, lora: LoraSettings, base_path: str, seed: int = 0) -> torch.nn.Module:
     """Fresh LoRA adapters injected into ``generator.model`` in place (its base weights frozen, the
-    adapters trainable and computing nothing until trained); returns the peft wrapper that
-    `merge_sft_adapters` takes.
+    adapters trainable and computing nothing until trained; their random start drawn from ``seed``);
+    returns the peft wrapper that `merge_sft_adapters` takes.
 
     Raises:
         ValueError: ``lora.rank`` is 0 or no target module matches (`with_lora`).
     """
     from services.common.models.lora import with_lora
 
-    return with_lora(generator.model, lora, base_path)
+    return with_lora(generator.model, lora, base_path, seed=seed)
 
 
 def merge_sft_adapters(wrapped: torch.nn.Module) -> torch.nn.Module:
@@ -188,8 +188,8 @@ def run_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: SFTConfig, tiny: Tin
     before = success_rate(generator, family, specs, history_steps=history_steps, max_new_tokens=eval_tokens)
     if progress:
         progress("before", before)
-    torch.manual_seed(seed)  # the adapters' random first matrices
-    wrapped = add_sft_adapters(generator, lora, resolve_model_path(base, cache_dir)) if lora else None
+    torch.manual_seed(seed)  # the SFT's and the evaluation's draws
+    wrapped = add_sft_adapters(generator, lora, resolve_model_path(base, cache_dir), seed) if lora else None
     supervised_train(generator, demos, sft, seed, (lambda s, loss: progress("step", s)) if progress else None)
     if wrapped is not None:
         merge_sft_adapters(wrapped)
