@@ -32,12 +32,14 @@ from typing import Protocol
 
 import torch
 from google.protobuf.message import Message
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 from transformers import PreTrainedModel
 
 from services.common.algo.batching import Sample
+from services.common.algo.staleness import cut_stale
+from services.common.allocator import fix_mmap_threshold
 from services.common.checkpoints import VersionStore, save_checkpoint
-from services.common.config import PPOConfig
+from services.common.config import PPOConfig, RunConfig
 from services.common.data_parallel import Shard, full_state_dict, shard_model
 from services.common.errors import InvalidEventError
 from rlanything.v1.events_pb2 import ModelVersion
@@ -50,10 +52,13 @@ from services.common.training import ppo_update
 from services.common.seeding import derive_seed
 
 __all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "round_complete", "async_quota_met",
-           "batch_key", "TRAINER_METRICS", "LIVE_PREFIX"]
+           "batch_key", "TRAINER_METRICS", "LIVE_PREFIX", "staleness_bounds"]
 
 log = logging.getLogger("rlanything.trainer")
 TRAINER_METRICS = Gauge("rla_trainer_metric", "Last training step's metrics, by role and key.", ["role", "key"])
+STALE_DROPPED = Counter("rla_trainer_stale_samples_dropped_total",
+                        "Samples a trainer dropped at its optimizer step for lagging the latest version by more than "
+                        "the staleness bound, by role and task family.", ["role", "family"])
 
 
 LIVE_PREFIX = "live."
@@ -75,6 +80,16 @@ def round_complete(keys: Sequence[str], round_: int, jobs_in_round: int) -> list
     if len(mine) < jobs_in_round:
         return None
     return mine + [k for k in keys if k.startswith(LIVE_PREFIX)]
+
+
+def staleness_bounds(config: RunConfig) -> dict[str, int]:
+    """The policy trainer's staleness bounds from the run's config (keyword arguments of `Trainer.open`):
+    in async mode the scheduler's ``env.scheduler.max_staleness`` for rollout samples and the critic's
+    ``critic.live.max_staleness`` for live ones; none in sync mode (a round trains on its own version)."""
+    if config.loop.mode != "async":
+        return {}
+    return {"max_staleness": config.env.scheduler.max_staleness,
+            "live_max_staleness": config.critic.live.max_staleness}
 
 
 def async_quota_met(sample_counts: Sequence[int], min_samples: int) -> bool:
@@ -125,6 +140,8 @@ class PPOLearner:
         self.ppo = ppo
         self.checkpoint_dir = Path(checkpoint_dir)
         self.frozen = frozen
+        if not frozen:
+            fix_mmap_threshold(ppo.malloc_mmap_threshold)
         self.model: PreTrainedModel = generator.model
         """What is trained: the generator's model, or (``ppo.lora.rank``) that model wrapped with LoRA adapters."""
         if ppo.lora.rank:
@@ -213,7 +230,8 @@ class Trainer:
     them with ``learner`` when a round (sync) or the sample quota (async) is complete."""
 
     def __init__(self, role: str, learner: Learner, versions: VersionStore, store: ProtoBucket,
-                 trained: ProtoBucket, mode: str = "sync", min_samples_async: int = 64) -> None:
+                 trained: ProtoBucket, mode: str = "sync", min_samples_async: int = 64,
+                 max_staleness: int | None = None, live_max_staleness: int | None = None) -> None:
         self.role = role
         self.learner = learner
         self.versions = versions
@@ -222,6 +240,11 @@ class Trainer:
         """Batch key → the version (a `ModelVersion` with ``version`` set) that trained it."""
         self.mode = mode
         self.min_samples_async = min_samples_async
+        self.max_staleness = max_staleness
+        """Versions a trained sample may lag the latest announced version of this role at the optimizer
+        step (`services.common.algo.staleness`); older samples are dropped and counted. None = no bound."""
+        self.live_max_staleness = live_max_staleness
+        """The same bound for samples of live product traffic (their served version); None = no bound."""
         self._lock = asyncio.Lock()
         self._recovered = False
         self._keys: list[str] = []
@@ -232,10 +255,11 @@ class Trainer:
 
     @classmethod
     async def open(cls, bus: EventBus, role: str, learner: Learner, versions: VersionStore, store: ProtoBucket,
-                   mode: str = "sync", min_samples_async: int = 64) -> "Trainer":
+                   mode: str = "sync", min_samples_async: int = 64, max_staleness: int | None = None,
+                   live_max_staleness: int | None = None) -> "Trainer":
         """A trainer over ``store`` with its trained-batch bucket ``<role>_trained`` (created if missing)."""
         trained = await ProtoBucket.open(bus.js, f"{role}_trained", ModelVersion)
-        return cls(role, learner, versions, store, trained, mode, min_samples_async)
+        return cls(role, learner, versions, store, trained, mode, min_samples_async, max_staleness, live_max_staleness)
 
     async def ensure_initial_version(self, source_uri: str = "") -> None:
         """Announce version 0 (the starting weights, "trained on round -1") if nothing was announced."""
@@ -279,29 +303,46 @@ class Trainer:
                     await self._train(keys, round_, recompute_old=False)
 
     async def _train(self, keys: list[str], round_: int, recompute_old: bool) -> None:
-        samples: list[Sample] = []
-        live_samples = 0
+        latest = await self.versions.latest(self.role)
+        items: dict[bool, list[tuple[Sample, int, str]]] = {False: [], True: []}  # live? → (sample, version, family)
         for key in sorted(keys):
             b, _ = await self.store.get(key)
             if b is None:
                 continue
-            mine = [Sample(s.sample_id, tuple(s.prompt_token_ids), tuple(s.response_token_ids), s.advantage,
-                           tuple(s.behaviour_logprobs)) for s in b.samples if s.response_token_ids]
-            samples += mine
-            live_samples += len(mine) if key.startswith(LIVE_PREFIX) else 0
-        latest = await self.versions.latest(self.role)
+            items[key.startswith(LIVE_PREFIX)] += [
+                (Sample(s.sample_id, tuple(s.prompt_token_ids), tuple(s.response_token_ids), s.advantage,
+                        tuple(s.behaviour_logprobs)), int(s.model_version), b.task.family)
+                for s in b.samples if s.response_token_ids]
+        now = int(latest.version) if latest else 0
+        rollout, live = cut_stale(items[False], now, self.max_staleness), cut_stale(items[True], now,
+                                                                                   self.live_max_staleness)
+        samples, live_samples = rollout.kept + live.kept, len(live.kept)
+        stale = {f"stale/dropped/{family}": float(n) for family, n in sorted((rollout.dropped + live.dropped).items())}
+        if stale:
+            log.warning("dropped stale samples", extra={"role": self.role, "bound": self.max_staleness, **stale})
+        if not samples and stale and self.mode != "sync":  # nothing left to train: no new version
+            self.last_metrics = {**stale, "samples": 0.0, "round": float(round_), "batches": float(len(keys))}
+            await self._forget(keys, int(latest.version) if latest else 0)
+            self._export(self.last_metrics)
+            return
         version = (latest.version + 1) if latest else 1
         metrics, uri = await self.learner.learn(self.role, samples, recompute_old, version,
                                                 latest.uri if latest else None)
         self.last_metrics = {**metrics, "version": float(version), "round": float(round_),
                              "batches": float(len(keys)), "samples": float(len(samples)),
-                             "live_samples": float(live_samples)}
+                             "live_samples": float(live_samples), "staleness/max": float(max(rollout.max_kept, live.max_kept)), **stale}
         await self.versions.announce(self.role, version, uri, trained_on_round=round_, metrics=self.last_metrics,
                                      batch_keys=sorted(keys))
         await self._forget(keys, version)
-        for k, v in self.last_metrics.items():
-            TRAINER_METRICS.labels(self.role, k).set(v)
+        self._export(self.last_metrics)
         log.info("trained", extra={"role": self.role, "round": round_, "version": version, **metrics})
+
+    def _export(self, metrics: dict[str, float]) -> None:
+        for k, v in metrics.items():
+            TRAINER_METRICS.labels(self.role, k).set(v)
+        for k, v in metrics.items():
+            if k.startswith("stale/dropped/"):
+                STALE_DROPPED.labels(self.role, k.removeprefix("stale/dropped/")).inc(v)
 
     async def _put(self, key: str, batch: Message) -> None:
         await self.store.put(key, batch)

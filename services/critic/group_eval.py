@@ -94,7 +94,7 @@ def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
                                           prompt_token_ids=step.prompt_token_ids,
                                           response_token_ids=step.response_token_ids,
                                           behaviour_logprobs=step.behaviour_logprobs, advantage=a,
-                                          model_version=t.policy_version))
+                                          model_version=step.served_version or t.policy_version))
     return samples, zero, (signed, labelled)
 
 

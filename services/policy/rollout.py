@@ -183,12 +183,14 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
             env_s += time.perf_counter() - start
             for e, c, a, chat in zip(live, completions, actions, chats):
                 response: env_pb2.StepResponse | None = next(responses) if (a is not None or e.single_turn) else None
-                _record(e, c, a, chat[-1]["content"], response, invalid_action)
+                _record(e, c, a, chat[-1]["content"], response, invalid_action,
+                        version if c.model_version is None else c.model_version)
     finally:
         await asyncio.gather(*(env.close(e.session_id) for e in episodes), return_exceptions=True)
     return [Trajectory(trajectory_id=f"{job.job_id}/{e.index}", job_id=job.job_id, round=job.round, task=job.task,
                        rollout_index=e.index, group_size=job.group_size, task_text=e.task_text, steps=e.steps,
-                       outcome=1 if e.won else -1, truncated=e.truncated, policy_version=version,
+                       outcome=1 if e.won else -1, truncated=e.truncated,
+                       policy_version=min((s.served_version for s in e.steps), default=version),
                        generate_s=generate_s, env_s=env_s, is_candidate=job.is_candidate, split=job.split,
                        source="rollout", jobs_in_round=job.jobs_in_round,
                        candidate_check=job.candidate_check if job.HasField("candidate_check") else None)
@@ -196,11 +198,11 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
 
 
 def _record(e: _Episode, c, action: str | None, prompt: str,
-            response: env_pb2.StepResponse | None, invalid_action: str) -> None:
+            response: env_pb2.StepResponse | None, invalid_action: str, version: int) -> None:
     step = TrajectoryStep(index=len(e.steps), prompt=prompt, response=c.text, prompt_token_ids=c.prompt_token_ids,
                           response_token_ids=c.token_ids, behaviour_logprobs=c.logprobs, action=action or "",
                           valid=action is not None, observation=e.observation,
-                          response_truncated=c.finish_reason == "length")
+                          response_truncated=c.finish_reason == "length", served_version=version)
     if action is not None and not e.single_turn:
         step.action_index = e.admissible.index(action)
     else:

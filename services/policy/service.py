@@ -25,7 +25,7 @@ from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.common.data_parallel import join_process_group
 from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
-from services.common.trainer_shell import PPOLearner, Trainer
+from services.common.trainer_shell import PPOLearner, Trainer, staleness_bounds
 from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
@@ -72,7 +72,8 @@ class PolicyService(Service):
                 store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
                 self.trainer = await Trainer.open(bus, "policy", learner, self.versions, store,
                                                   mode=self.config.loop.mode,
-                                                  min_samples_async=self.cfg.ppo.min_samples_async)
+                                                  min_samples_async=self.cfg.ppo.min_samples_async,
+                                                  **staleness_bounds(self.config))
                 await self.trainer.ensure_initial_version(self.source)
         if self.serves:
             self.env = GrpcEnvClient(self.cfg.rollout.env_address,

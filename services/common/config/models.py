@@ -109,6 +109,12 @@ class PPOConfig(StrictModel):
     autocast: Literal["none", "bf16"] = Field(
         "none", description="'bf16': the trainer's forward passes under torch.autocast in bfloat16 (weights, "
                             "gradients and AdamW state stay fp32); 'none' = fp32 throughout.")
+    malloc_mmap_threshold: int = Field(
+        0, ge=0, le=32 * 1024 * 1024,
+        description="Bytes: the trainer process fixes glibc's mmap threshold at this size, so every freed tensor "
+                    "above it returns its memory at once, at a cost in speed (each is a fresh mapping: 1.5x the "
+                    "update time and 1.2x the generation time in bench/trainer_memory.md, for 1 B/param less at the "
+                    "peak of a lean full fine-tune). 0 = glibc's dynamic default.")
     collective_timeout_s: float = Field(
         1800.0, gt=0, description="A trainer on several torchrun processes: seconds any collective (and so a "
                                   "rank's wait for the next command) may take before the group is declared broken; "

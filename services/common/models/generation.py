@@ -85,6 +85,10 @@ class Completion:
     """Behaviour log-prob of each token in ``token_ids`` (nats; empty when the backend has none)."""
     finish_reason: str
     """``"stop"`` (end of turn or stop string) or ``"length"``."""
+    model_version: int | None = None
+    """Version of the weights that generated it (None when the backend cannot tell, e.g. a remote
+    OpenAI-compatible server): weights are swapped between calls, so a caller reading the
+    generator's ``model_version`` afterwards may see a newer one."""
 
 
 class GenerationCancelled(Exception):
@@ -257,7 +261,8 @@ class HFGenerator(Generator):
                     text, finish = text[: text.index(s)], "stop"
                     cut = self._tokens_covering(ids[:n], text + s)
                     n = min(n, cut)
-            results.append(Completion(text, tuple(prompt), tuple(ids[:n]), tuple(picked[i, :n].tolist()), finish))
+            results.append(Completion(text, tuple(prompt), tuple(ids[:n]), tuple(picked[i, :n].tolist()), finish,
+                                      loaded.version))
         return results
 
     def _tokens_covering(self, ids: list[int], text: str) -> int:

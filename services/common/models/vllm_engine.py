@@ -273,6 +273,7 @@ class VLLMGenerator(Generator):
         with self._lock:  # the adapter and model_version of one call belong together
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False,
                                         lora_request=self.adapter)
+            version = self.model_version
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled("generation cancelled by its caller")
         results = []
@@ -280,5 +281,5 @@ class VLLMGenerator(Generator):
             gen = out.outputs[0]
             logprobs = tuple(float(step[tid].logprob) for tid, step in zip(gen.token_ids, gen.logprobs or []))
             results.append(Completion(gen.text, tuple(out.prompt_token_ids or ()), tuple(gen.token_ids), logprobs,
-                                      "length" if gen.finish_reason == "length" else "stop"))
+                                      "length" if gen.finish_reason == "length" else "stop", version))
         return results

@@ -244,3 +244,15 @@ def test_advantage_oracle_agreement_weighs_each_labelled_step_by_its_advantage()
     unscaled = evaluate_group(group(), CriticServiceConfig(advantage_scale="none"), partial=False)
     assert round_metrics([unscaled.stats])["policy/advantage_oracle_agreement"] == pytest.approx(5.25 / (5.25 + 8 / 3))
     assert by_id(unscaled.policy)["r0/gym_text/train-0000/v0/2/1"] == pytest.approx(-4 / 3)  # r − mean, no division
+
+
+def test_a_policy_sample_carries_the_version_that_generated_its_step() -> None:
+    """Weights can change mid-episode: a step's sample is as stale as its own step (the trainer bounds it)."""
+    g = group()
+    for j in g:
+        for k, step in enumerate(j.trajectory.steps):
+            step.served_version = 5 + k
+    out = evaluate_group(g, CriticServiceConfig(), partial=False)
+    versions = {s.sample_id.rsplit("/", 2)[-2] + "/" + s.sample_id.rsplit("/", 1)[-1]: s.model_version
+                for s in out.policy.samples}
+    assert versions == {"0/0": 5, "0/1": 6, "1/0": 5, "2/0": 5, "2/1": 6, "3/0": 5}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 
 from rlanything.v1.events_pb2 import DIRECTION_HARDER, CandidateCheck, RolloutJob, SamplingParams, TaskRef
@@ -59,3 +60,24 @@ def test_a_job_asking_for_a_version_far_ahead_of_every_announcement_is_unreachab
     assert unreachable_version(2, 1) is None  # the latest record may trail the announcement by one
     assert unreachable_version(1, None) is None and unreachable_version(2, None) is not None
     assert unreachable_version(0, None) is None
+
+
+def test_every_step_records_the_policy_version_that_generated_it() -> None:
+    """Weights are swapped in place while an episode runs (asynchronous mode): each step's samples
+    must carry their own generating version, not the episode's last (the staleness bound uses it)."""
+    env = LocalEnvClient({"gym_text": FrozenLakeFamily()}, lambda ref: SPEC)
+    job = RolloutJob(job_id="j", task=TaskRef(slot_id="s", family="gym_text"), group_size=1, seeds=[0], max_steps=3,
+                     sampling=SamplingParams(temperature=0.0, max_new_tokens=4))
+
+    class Swapping(Scripted):
+        def generate(self, chats, sampling, cancel=None, seeds=None):
+            out = [dataclasses.replace(c, model_version=self.model_version)
+                   for c in super().generate(chats, sampling, cancel, seeds)]
+            self.model_version += 1  # a new version lands right after this call
+            return out
+
+    gen = Swapping([("\\boxed{9}", "stop")] * 3)  # an invalid answer each step: the episode runs 3 steps
+    gen.model_version = 4
+    (t,) = asyncio.run(run_group(job, env, gen))
+    assert [s.served_version for s in t.steps] == [4, 5, 6]   # not the version read after the call (7)
+    assert t.policy_version == 4                              # the oldest: the trajectory's staleness

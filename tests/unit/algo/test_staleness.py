@@ -1,0 +1,42 @@
+"""The staleness bound at the optimizer step: which samples a trainer keeps."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.common.algo.staleness import cut_stale
+
+
+def test_bound_zero_keeps_only_the_latest_versions_samples_and_counts_the_rest_per_family():
+    items = [("a", 5, "gym_text"), ("b", 4, "gym_text"), ("c", 3, "textworld"), ("d", 5, "textworld"), ("e", 2, "")]
+    cut = cut_stale(items, latest_version=5, max_staleness=0)
+    assert cut.kept == ["a", "d"]
+    assert dict(cut.dropped) == {"gym_text": 1, "textworld": 1, "unknown": 1}
+    assert cut.max_kept == 0
+
+
+def test_bound_one_keeps_one_version_behind():
+    cut = cut_stale([("a", 5, "f"), ("b", 4, "f"), ("c", 3, "f")], latest_version=5, max_staleness=1)
+    assert cut.kept == ["a", "b"] and dict(cut.dropped) == {"f": 1} and cut.max_kept == 1
+
+
+def test_no_bound_keeps_everything_and_reports_the_worst_lag():
+    cut = cut_stale([("a", 1, "f"), ("b", 7, "f")], latest_version=7, max_staleness=None)
+    assert cut.kept == ["a", "b"] and not cut.dropped and cut.max_kept == 6
+
+
+def test_negative_bound_is_refused_naming_the_value():
+    with pytest.raises(ValueError, match="-1"):
+        cut_stale([], 0, -1)
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.sampled_from(["x", "y"])), max_size=30),
+       st.integers(0, 20), st.integers(0, 5))
+def test_every_sample_is_kept_or_counted_and_no_kept_one_exceeds_the_bound(rows, latest, bound):
+    items = [(i, v, fam) for i, (v, fam) in enumerate(rows)]
+    cut = cut_stale(items, latest, bound)
+    assert len(cut.kept) + sum(cut.dropped.values()) == len(items)
+    assert all(latest - rows[i][0] <= bound for i in cut.kept)
+    assert cut.max_kept <= bound
