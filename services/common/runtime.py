@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2
 from services.common.bus import Consumer, EventBus
 from services.common.config import RunConfig, ServiceConfig
 from services.common.errors import BusLostError
-from services.common.grpc_runtime import create_server
+from services.common.grpc_runtime import add_services, bind_server
 from services.common.metrics import SERVICE_UP, start_metrics_server
 
 __all__ = ["Service", "run_service", "EXIT_NATS_LOST"]
@@ -76,16 +76,17 @@ async def run_service(service: Service) -> int:
     """
     cfg = service.service_config
     log = service.log
-    metrics_port = start_metrics_server(cfg.server.host, cfg.server.metrics_port)
     max_bytes = service.config.limits.max_message_bytes
+    # The port first: a second process on a taken port stops here, before it touches NATS.
+    server, grpc_port = bind_server(cfg.server.host, cfg.server.grpc_port, max_bytes,
+                                    setting=f"{service.name}.server.grpc_port")
+    metrics_port = start_metrics_server(cfg.server.host, cfg.server.metrics_port)
     bus = await EventBus.connect(service.config.nats, service.config.consumer, name=service.name,
                                  max_message_bytes=max_bytes)
     await bus.ensure_streams()
     await service.on_start(bus)
     grpc_parts = service.grpc_services()
-    server, grpc_port, health = await create_server(
-        cfg.server.host, cfg.server.grpc_port, [reg for _, reg in grpc_parts], [n for n, _ in grpc_parts],
-        max_message_bytes=max_bytes)
+    health = await add_services(server, [reg for _, reg in grpc_parts], [n for n, _ in grpc_parts])
     await server.start()
     names = ["", *(n for n, _ in grpc_parts)]
 
