@@ -20,6 +20,13 @@ class RestartConfig(StrictModel):
                                                    "exit stops the run.")
     backoff_s: float = Field(1.0, ge=0, description="Seconds before the first restart; doubled for each further one.")
     backoff_max_s: float = Field(30.0, ge=0, description="Longest wait before a restart, in seconds.")
+    unresponsive_s: float = Field(
+        30.0, gt=0, description="A running service whose gRPC health checks got no answer at all for this many "
+                                "seconds (frozen, e.g. SIGSTOPped or deadlocked) is stopped (SIGTERM, SIGKILL after "
+                                "launcher.stop_timeout_s) and restarted like one that exited. NOT_SERVING is an "
+                                "answer: a service waiting for NATS is left alone (nats.reconnect_budget_s ends it).")
+    health_period_s: float = Field(2.0, gt=0, description="Seconds between two health checks of a running service.")
+    health_check_timeout_s: float = Field(2.0, gt=0, description="Seconds one health check waits for its answer.")
 
 
 class LauncherConfig(StrictModel):
