@@ -99,7 +99,8 @@ class Launcher:
         """Start the NATS server; returns its URL."""
         store = self.run_dir / "nats" if self.persistent_nats else None
         self.nats = NatsServer(store_dir=store, log_path=self.run_dir / "logs" / "nats.log",
-                               max_payload=self.config.limits.max_message_bytes).start()
+                               max_payload=self.config.limits.max_message_bytes,
+                               sync_interval=self.config.launcher.nats_sync_interval).start()
         return self.nats.url
 
     def start_services(self) -> None:

@@ -259,6 +259,7 @@ def test_nats_config_agrees_with_its_statefulset_and_service(overlay: str) -> No
     for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[kind]["httpGet"]["port"] == ports["monitor"], kind
     assert re.search(r"^jetstream\s*\{", conf, re.M), "JetStream must be enabled"
+    assert setting.get("sync_interval") == "always", "JetStream must fsync before acknowledging (power loss)"
     data_mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["data"]
     assert setting["store_dir"] == data_mount, "JetStream store_dir must be the persistent volume"
     assert [t["metadata"]["name"] for t in nats["spec"]["volumeClaimTemplates"]] == ["data"]
