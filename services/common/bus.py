@@ -85,6 +85,7 @@ def safe_url(url: str) -> str:
     if parts.username is None and parts.password is None:
         return url
     host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
     return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
 
 

@@ -53,3 +53,4 @@ def test_messages_name_the_server_without_its_credentials() -> None:
     assert safe_url("nats://svc:s3cret-Pa55@nats:4222") == "nats://nats:4222"
     assert safe_url("nats://127.0.0.1:4222") == "nats://127.0.0.1:4222"
     assert safe_url("tls://user@nats.example") == "tls://nats.example"
+    assert safe_url("nats://u:p@[::1]:4222") == "nats://[::1]:4222"
