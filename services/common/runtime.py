@@ -94,10 +94,6 @@ async def run_service(service: Service) -> int:
         for name in names:  # ignored once shutting down (the servicer keeps NOT_SERVING then)
             await health.set(name, SERVING if up else NOT_SERVING)
 
-    bus.on_link_change(health_follows_bus)
-    await health_follows_bus(bus.link.up)  # the connection may have dropped during start-up
-    SERVICE_UP.labels(service.name).set(1)
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -106,6 +102,10 @@ async def run_service(service: Service) -> int:
     for c in consumers:
         await c.setup()
     tasks = [asyncio.create_task(c.run(stop), name=f"consumer:{c.durable}") for c in consumers]
+    # SERVING only now: start-up talks to NATS without retries (a failure there ends the process).
+    bus.on_link_change(health_follows_bus)
+    await health_follows_bus(bus.link.up)  # the connection may have dropped during start-up
+    SERVICE_UP.labels(service.name).set(1)
     log.info("serving", extra={"grpc_port": grpc_port, "metrics_port": metrics_port,
                                "consumers": [c.durable for c in consumers]})
 

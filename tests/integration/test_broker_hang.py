@@ -33,6 +33,9 @@ DETECT_BOUND_S = (PINGS + 1) * PING_S
 """The configured bound on finding a hung server (nats-py's ping timer; see NatsConfig)."""
 SLACK_S = 3.0
 """Scheduling slack on this shared 2-core machine (a health poll every 0.1 s, a loaded event loop)."""
+PROBE_S = 3.0
+"""How long one health check waits: an answer can take over a second while another test's process
+loads a model on the same two cores; a process that does not answer at all still fails the check."""
 FAMILY = "families: [{type: gym_text, knobs: {size: 4, hole_prob: 0.2}, train_slots: 2}]"
 
 
@@ -83,16 +86,18 @@ def frozen_later(nats_server: NatsServer) -> Iterator[NatsServer]:
     os.kill(nats_server.proc.pid, signal.SIGCONT)
 
 
-def wait_health(address: str, proc, want: str, timeout_s: float) -> float:
-    """Seconds until ``address`` reports ``want``; fails when the process exits or stops answering."""
+def wait_health(svc, want: str, timeout_s: float) -> float:
+    """Seconds until service process ``svc`` reports ``want``; fails (with its log) when it exits or
+    stops answering."""
     start = time.monotonic()
     while True:
-        status = check_health_sync(address, timeout_s=1.0)
+        status = check_health_sync(svc.address, timeout_s=PROBE_S)
         if status == want:
             return time.monotonic() - start
-        assert proc.poll() is None, f"exited with {proc.returncode} while waiting for {want}"
-        assert status != "UNREACHABLE" or want == "UNREACHABLE", f"health unanswered while waiting for {want}"
-        assert time.monotonic() - start < timeout_s, f"still {status} after {timeout_s} s (waiting for {want})"
+        log = svc.log_path.read_text()[-3000:]
+        assert svc.proc.poll() is None, f"exited with {svc.proc.returncode} while waiting for {want}:\n{log}"
+        assert status != "UNREACHABLE" or want == "UNREACHABLE", f"health unanswered while waiting for {want}:\n{log}"
+        assert time.monotonic() - start < timeout_s, f"still {status} after {timeout_s} s (waiting for {want}):\n{log}"
         time.sleep(0.1)
 
 
@@ -107,16 +112,16 @@ def test_a_hung_broker_turns_health_not_serving_then_serving_again(
     assert gauge(metrics_port, "rla_nats_connected") == 1.0
     os.kill(frozen_later.proc.pid, signal.SIGSTOP)
     stopped_at = time.monotonic()
-    detect_s = wait_health(svc.address, svc.proc, "NOT_SERVING", timeout_s=DETECT_BOUND_S + SLACK_S)
+    detect_s = wait_health(svc, "NOT_SERVING", timeout_s=DETECT_BOUND_S + SLACK_S)
     assert gauge(metrics_port, "rla_nats_connected") == 0.0
     # Stay hung past the 5 s request timeouts: the KV polls, fetches and publishes under way fail
     # (what crashed the policy and the reward model), yet the process stays up and answers.
     while time.monotonic() - stopped_at < 12.0:
-        assert check_health_sync(svc.address, timeout_s=1.0) == "NOT_SERVING"
+        assert check_health_sync(svc.address, timeout_s=PROBE_S) == "NOT_SERVING"
         assert svc.proc.poll() is None, f"{name} exited with {svc.proc.returncode} during the hang"
         time.sleep(0.5)
     os.kill(frozen_later.proc.pid, signal.SIGCONT)
-    back_s = wait_health(svc.address, svc.proc, "SERVING", timeout_s=20.0)
+    back_s = wait_health(svc, "SERVING", timeout_s=20.0)
     assert gauge(metrics_port, "rla_nats_connected") == 1.0
     assert svc.proc.poll() is None and svc.proc.pid == pid  # the same process, not a restart
     print(f"{name}: NOT_SERVING {detect_s:.1f} s after SIGSTOP (bound {DETECT_BOUND_S:g} s); "
@@ -136,7 +141,7 @@ def test_a_broker_hung_past_the_reconnect_budget_ends_the_process_naming_the_cau
     stopped_at = time.monotonic()
     code = svc.proc.wait(timeout=DETECT_BOUND_S + budget_s + 30)
     took_s = time.monotonic() - stopped_at
-    assert code == EXIT_NATS_LOST
+    assert code == EXIT_NATS_LOST, svc.log_path.read_text()[-3000:]
     # found dead, then the budget, then a stop that does not wait on the hung server
     assert took_s < DETECT_BOUND_S + budget_s + SLACK_S + 5.0, took_s
     errors = [m for m in svc.log_messages() if m["level"] == "ERROR"]
