@@ -38,9 +38,10 @@ def up(
 ) -> None:
     """Start NATS and every service locally, each in its own process, until Ctrl-C.
 
-    A process that exits is restarted (launcher.restart: back-off, budget); with --fail-fast the
-    first exit stops everything. Exits 0 after Ctrl-C/SIGTERM, 1 when a service dies beyond its
-    restart budget (or at once with --fail-fast) or never becomes healthy, 2 on a bad config.
+    A process that exits, or answers no health check for launcher.restart.unresponsive_s, is
+    restarted (launcher.restart: back-off, budget); with --fail-fast the first exit stops
+    everything. Exits 0 after Ctrl-C/SIGTERM, 1 when a service dies beyond its restart budget (or
+    at once with --fail-fast) or never becomes healthy, 2 on a bad config.
     """
     from services.run.launcher import Launcher, new_run_dir
 

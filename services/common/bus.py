@@ -7,6 +7,13 @@ untouched, when the payload is malformed, when the handler raises `InvalidEventE
 `MessageTooLargeError`, or when the message has failed `max_deliveries` times. Every message is
 at most ``limits.max_message_bytes``: checked on publish, and against the server's max_payload
 at connect. Patterns follow nats.py's JetStream tests.
+
+Liveness: nats-py PINGs the server every ``nats.ping_interval_s`` seconds and drops a connection
+with more than ``nats.max_outstanding_pings`` unanswered, then reconnects every
+``nats.reconnect_time_wait_s`` seconds. `EventBus.link` follows its callbacks (gauge
+``rla_nats_connected``, listeners such as the gRPC health of `services.common.runtime`), and
+`EventBus.watch_link` raises `BusLostError` once the connection stayed lost for
+``nats.reconnect_budget_s`` seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import nats
 from google.protobuf.message import DecodeError, Message
@@ -26,16 +34,18 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, FetchTimeoutError
 
+from services.common.bus_link import LinkState
 from services.common.config import MAX_MESSAGE_BYTES, ConsumerConfig, NatsConfig
 from services.common.contract_version import CONTRACT_VERSION, peer_version_problem
 from services.common.contract_version import HEADER as CONTRACT_HEADER
-from services.common.errors import (ConfigError, InvalidEventError, InvalidKeyError, MessageTooLargeError,
-                                    ServiceFailedError)
-from services.common.metrics import CONSUMER_PENDING, EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED
+from services.common.errors import (BusLostError, ConfigError, InvalidEventError, InvalidKeyError,
+                                    MessageTooLargeError, ServiceFailedError)
+from services.common.metrics import (CONSUMER_PENDING, EVENT_HANDLER_SECONDS, EVENTS_DEAD_LETTERED, EVENTS_HANDLED,
+                                     NATS_CONNECTED)
 from services.common.kv import MAX_KEY_CHARS
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
-__all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS"]
+__all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS", "CONNECTION_ERRORS", "safe_url"]
 
 log = logging.getLogger("rlanything.bus")
 
@@ -53,6 +63,30 @@ DLQ_HEADERS = (
 MAX_REASON_CHARS = 2048
 """Longest dead-letter reason kept in the ``Rla-Dlq-Reason`` header (NATS caps all headers at 64 KiB)."""
 _STREAM_NAME_IN_USE = 10058  # JetStream: stream name already in use with a different configuration
+
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,  # asyncio.TimeoutError (nats.errors.TimeoutError) is an OSError since Python 3.11
+    asyncio.TimeoutError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.ConnectionDrainingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.NoServersError,
+)
+"""What a NATS call raises while the server is slow, hung or away: a periodic task retries these
+(the link watch decides when the process gives up) instead of ending the process."""
+
+
+def safe_url(url: str) -> str:
+    """``url`` without its user and password (``nats://user:secret@nats:4222`` → ``nats://nats:4222``),
+    for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+    return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
 
 
 @dataclass(frozen=True)
@@ -72,13 +106,37 @@ class EventBus:
     """
 
     def __init__(self, nc: NATS, js: JetStreamContext, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, link: "_Link | None" = None):
         self.nc = nc
         self.js = js
         self.nats_cfg = nats_cfg
         self.consumer_cfg = consumer_cfg
         self.max_message_bytes = max_message_bytes
+        self._link = link or _Link(nats_cfg)
         self._consumers: list[Consumer] = []
+
+    @property
+    def link(self) -> LinkState:
+        """Whether the connection is up and since when it is lost (`LinkState`)."""
+        return self._link.state
+
+    def on_link_change(self, listener: Callable[[bool], Awaitable[None]]) -> None:
+        """Call ``await listener(up)`` each time the connection is found lost (False) or is back (True)."""
+        self._link.listeners.append(listener)
+
+    async def watch_link(self) -> None:
+        """Return never; raise when the connection must be given up (a task of the service).
+
+        Raises:
+            BusLostError: the connection stayed lost for ``nats.reconnect_budget_s`` seconds, or nats-py
+                closed it for good; the message names the server, the cause and the setting.
+        """
+        period = min(1.0, self.nats_cfg.reconnect_budget_s / 4)
+        while True:
+            reason = self.link.verdict(time.monotonic())
+            if reason:
+                raise BusLostError(f"NATS at {safe_url(self.nats_cfg.url)}: {reason}")
+            await asyncio.sleep(period)
 
     @classmethod
     async def connect(cls, nats_cfg: NatsConfig, consumer_cfg: ConsumerConfig, name: str,
@@ -91,23 +149,35 @@ class EventBus:
                 (``limits.max_message_bytes``): messages the run may send would be refused.
         """
 
-        async def on_error(exc: Exception) -> None:  # one line per problem, not a traceback per retry
-            log.warning("nats connection problem", extra={"url": nats_cfg.url, "error": f"{type(exc).__name__}: {exc}"})
+        url = safe_url(nats_cfg.url)
 
+        async def on_error(exc: Exception) -> None:  # one line per problem, not a traceback per retry
+            log.warning("nats connection problem", extra={"url": url, "error": f"{type(exc).__name__}: {exc}"})
+
+        link = _Link(nats_cfg)
         try:
+            # Unbounded reconnects here: the budget is a time (LinkState), kept by watch_link.
             nc = await asyncio.wait_for(nats.connect(
                 nats_cfg.url, name=name, connect_timeout=nats_cfg.connect_timeout_s, allow_reconnect=True,
-                max_reconnect_attempts=-1, error_cb=on_error), timeout=3 * nats_cfg.connect_timeout_s)
+                max_reconnect_attempts=-1, reconnect_time_wait=nats_cfg.reconnect_time_wait_s,
+                ping_interval=nats_cfg.ping_interval_s, max_outstanding_pings=nats_cfg.max_outstanding_pings,
+                drain_timeout=2 * nats_cfg.connect_timeout_s, error_cb=on_error,
+                disconnected_cb=link.disconnected, reconnected_cb=link.reconnected, closed_cb=link.closed),
+                timeout=3 * nats_cfg.connect_timeout_s)
         except (asyncio.TimeoutError, OSError, nats.errors.NoServersError) as exc:
-            raise ServiceFailedError(f"cannot reach NATS at {nats_cfg.url} (nats.url) within "
+            raise ServiceFailedError(f"cannot reach NATS at {url} (nats.url) within "
                                      f"{3 * nats_cfg.connect_timeout_s:g} s: {type(exc).__name__}") from None
+        link.state.up = True  # nats-py may report a failed first attempt before one succeeded
+        link.state.lost_at_s = None
+        NATS_CONNECTED.set(1)
         if nc.max_payload < max_message_bytes:
             server_max = nc.max_payload
+            link.state.closing = True
             await nc.close()
-            raise ConfigError(f"NATS at {nats_cfg.url} accepts messages up to {server_max} bytes (its max_payload), "
+            raise ConfigError(f"NATS at {url} accepts messages up to {server_max} bytes (its max_payload), "
                               f"below limits.max_message_bytes={max_message_bytes}: raise max_payload in the "
                               "server's config or lower limits.max_message_bytes")
-        return cls(nc, nc.jetstream(), nats_cfg, consumer_cfg, max_message_bytes)
+        return cls(nc, nc.jetstream(), nats_cfg, consumer_cfg, max_message_bytes, link)
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...] = STREAMS) -> None:
         """Create each stream, or update it in place when its config changed (idempotent)."""
@@ -176,15 +246,50 @@ class EventBus:
         return consumer
 
     async def close(self) -> None:
-        """Flush and close the connection (just close it when the server is already gone)."""
+        """Flush and close the connection (just close it when the server is already gone or lost)."""
+        self.link.closing = True
         if self.nc.is_closed:
             return
-        for consumer in self._consumers:  # a live pull subscription would hold drain() for 30 s
-            await consumer.unbind()
-        if self.nc.is_connected:
-            await self.nc.drain()
-        else:
+        if self.nc.is_connected and self.link.up:
+            for consumer in self._consumers:  # a live pull subscription would hold drain() for 30 s
+                with contextlib.suppress(*CONNECTION_ERRORS):
+                    await consumer.unbind()
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await self.nc.drain()  # at most 2 x connect_timeout_s against a server that stopped answering
+        if not self.nc.is_closed:
             await self.nc.close()
+
+
+class _Link:
+    """nats-py's connection callbacks → `LinkState`, the ``rla_nats_connected`` gauge, a log line, listeners."""
+
+    def __init__(self, nats_cfg: NatsConfig) -> None:
+        self.state = LinkState(nats_cfg.reconnect_budget_s)
+        self.url = safe_url(nats_cfg.url)
+        self.budget_s = nats_cfg.reconnect_budget_s
+        self.listeners: list[Callable[[bool], Awaitable[None]]] = []
+
+    async def _tell(self, up: bool) -> None:
+        NATS_CONNECTED.set(1 if up else 0)
+        for listener in self.listeners:
+            await listener(up)
+
+    async def disconnected(self) -> None:
+        if self.state.lost(time.monotonic()) and not self.state.closing:
+            log.warning("nats connection lost", extra={"url": self.url, "reconnect_budget_s": self.budget_s})
+            await self._tell(False)
+
+    async def reconnected(self) -> None:
+        down_s = self.state.back(time.monotonic())
+        if down_s is not None:
+            log.info("nats connection back", extra={"url": self.url, "down_s": round(down_s, 3)})
+            await self._tell(True)
+
+    async def closed(self) -> None:
+        was_up = self.state.up
+        self.state.closed(time.monotonic())
+        if was_up and not self.state.closing:
+            await self._tell(False)
 
 
 class Consumer(Generic[M]):

@@ -14,6 +14,7 @@ __all__ = [
     "InvalidEventError",
     "TransientError",
     "ServiceFailedError",
+    "BusLostError",
     "MessageTooLargeError",
 ]
 
@@ -69,6 +70,11 @@ class TransientError(RLAnythingError, RuntimeError):
 
 class ServiceFailedError(RLAnythingError, RuntimeError):
     """Raised by the launcher when a service process exits or never becomes healthy."""
+
+
+class BusLostError(ServiceFailedError):
+    """Raised when a process's NATS connection stayed lost for ``nats.reconnect_budget_s`` seconds (or
+    was closed for good): the process ends with exit code 69 so that its supervisor restarts it."""
 
 
 class MessageTooLargeError(RLAnythingError, ValueError):

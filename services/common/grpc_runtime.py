@@ -2,13 +2,17 @@
 
 Follows the grpc Python examples: `create_server` returns the bound port, the standard
 `grpc.health.v1.Health` service reports per-service status, and `stop(grace)` lets in-flight
-RPCs finish on SIGTERM.
+RPCs finish on SIGTERM. Servers bind without SO_REUSEPORT (gRPC sets it on Linux by default), so
+a port already served by another process is an error at start-up instead of a second listener
+that the kernel hands half the connections to.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import functools
+import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -18,10 +22,13 @@ from grpc_reflection.v1alpha import reflection
 
 from services.common.config.base import MAX_MESSAGE_BYTES
 from services.common.contract_version import CONTRACT_VERSION, GRPC_METADATA_KEY, peer_version_problem
-from services.common.errors import BusyError, InvalidArgumentError, NotFoundError
+from services.common.errors import BusyError, InvalidArgumentError, NotFoundError, ServiceFailedError
 
 __all__ = [
     "create_server",
+    "bind_server",
+    "add_services",
+    "SERVER_OPTIONS",
     "MalformedRequestGuard",
     "message_options",
     "channel",
@@ -47,6 +54,9 @@ def message_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[st
 
 
 _VERSION_METADATA = ((GRPC_METADATA_KEY, str(CONTRACT_VERSION)),)
+
+SERVER_OPTIONS: list[tuple[str, int]] = [("grpc.so_reuseport", 0)]
+"""Options of every server besides the message limits: no SO_REUSEPORT, so one listener per port."""
 
 
 class _SyncVersionStamp(grpc.UnaryUnaryClientInterceptor):
@@ -125,29 +135,59 @@ class MalformedRequestGuard(grpc.aio.ServerInterceptor):
                                                    response_serializer=handler.response_serializer)
 
 
-async def create_server(
-    host: str,
-    port: int,
-    register: Sequence[Callable[[grpc.aio.Server], None]] = (),
-    service_names: Sequence[str] = (),
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
-) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
-    """Build a grpc.aio server with health and reflection, bound to ``host:port`` (0 = free port).
+def _bind_problem(host: str, port: int) -> str:
+    """Why ``host:port`` cannot be bound, found by binding a plain socket there (gRPC does not say)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as exc:
+        return "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror or exc})"
+    return "cannot be bound"
+
+
+def bind_server(host: str, port: int, max_message_bytes: int = MAX_MESSAGE_BYTES,
+                setting: str = "server.grpc_port") -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server bound to ``host:port`` (0 = free port) without SO_REUSEPORT, nothing served yet.
+
+    Binding comes first so that a process whose port is taken stops before it does any work.
+
+    Args:
+        max_message_bytes: largest request or response in bytes (``limits.max_message_bytes``).
+        setting: the config key the port comes from, named in the error.
+
+    Returns:
+        ``(server, bound_port)``.
+
+    Raises:
+        ServiceFailedError: the address is in use (another process serves it) or cannot be bound;
+            the message names the address and ``setting``.
+    """
+    server = grpc.aio.server(options=[*message_options(max_message_bytes), *SERVER_OPTIONS],
+                             interceptors=[MalformedRequestGuard()])
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # grpcio >= 1.60: "Failed to bind to address"
+        bound = 0
+    if bound == 0:
+        raise ServiceFailedError(f"gRPC address {host}:{port} ({setting}) {_bind_problem(host, port)}: another "
+                                 "process may be serving it; stop that one or choose another port")
+    return server, bound
+
+
+async def add_services(server: grpc.aio.Server, register: Sequence[Callable[[grpc.aio.Server], None]] = (),
+                       service_names: Sequence[str] = ()) -> health.aio.HealthServicer:
+    """Add the servicers, health and reflection to a server from `bind_server` (before it starts).
 
     Args:
         register: callables that add servicers, e.g. ``lambda s: add_XServicer_to_server(x, s)``.
         service_names: full names of the registered services, e.g. ``"rlanything.v1.Environment"``
             (for reflection and per-service health).
-        max_message_bytes: largest request or response in bytes (``limits.max_message_bytes``).
 
     Returns:
-        ``(server, bound_port, health_servicer)``; the server is not started, and the server as a
-        whole ("") and every named service report NOT_SERVING until the caller sets SERVING.
-
-    Raises:
-        RuntimeError: the port could not be bound.
+        The health servicer: the server as a whole ("") and every named service report NOT_SERVING
+        until the caller sets SERVING.
     """
-    server = grpc.aio.server(options=message_options(max_message_bytes), interceptors=[MalformedRequestGuard()])
     for add in register:
         add(server)
     health_servicer = health.aio.HealthServicer()
@@ -157,10 +197,28 @@ async def create_server(
     names = [*service_names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
              reflection.SERVICE_NAME]
     reflection.enable_server_reflection(names, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0:
-        raise RuntimeError(f"could not bind gRPC port {host}:{port}")
-    return server, bound, health_servicer
+    return health_servicer
+
+
+async def create_server(
+    host: str,
+    port: int,
+    register: Sequence[Callable[[grpc.aio.Server], None]] = (),
+    service_names: Sequence[str] = (),
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    setting: str = "server.grpc_port",
+) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """`bind_server` then `add_services`: a grpc.aio server with health and reflection on ``host:port``.
+
+    Returns:
+        ``(server, bound_port, health_servicer)``; the server is not started, and the server as a
+        whole ("") and every named service report NOT_SERVING until the caller sets SERVING.
+
+    Raises:
+        ServiceFailedError: the address is in use or cannot be bound (named with ``setting``).
+    """
+    server, bound = bind_server(host, port, max_message_bytes, setting)
+    return server, bound, await add_services(server, register, service_names)
 
 
 def map_errors(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:

@@ -10,6 +10,7 @@ __all__ = [
     "EVENT_HANDLER_SECONDS",
     "SERVICE_UP",
     "CONSUMER_PENDING",
+    "NATS_CONNECTED",
     "start_metrics_server",
 ]
 
@@ -30,6 +31,10 @@ CONSUMER_PENDING = Gauge(
     "rla_consumer_pending", "Messages still waiting for this durable consumer (its lag), as of its last delivery.",
     ["stream", "consumer"],
 )
+
+NATS_CONNECTED = Gauge(
+    "rla_nats_connected", "1 while this process's NATS connection is up; 0 from the moment it is found lost "
+                          "(nats.ping_interval_s x (nats.max_outstanding_pings + 1) at most) until it is back.")
 
 
 def start_metrics_server(host: str, port: int) -> int:

@@ -112,16 +112,22 @@ class NatsServer:
     Use as a context manager, or call `start()` / `stop()`. ``store_dir`` may be given to keep
     the JetStream data across a restart (tests of durability do that). ``max_payload`` is the
     largest message in bytes the server accepts (``limits.max_message_bytes``; NATS's own
-    default is 1 MiB).
+    default is 1 MiB). ``sync_interval`` is JetStream's ``sync_interval``: ``"always"`` (fsync
+    every write before its ack), a duration such as ``"10s"``, or None for the server's default
+    (an fsync every 2 minutes: a power loss can lose up to that much acknowledged data).
+    ``monitor_port`` serves the server's monitoring endpoints (``/varz``, ``/healthz``); None: off.
     """
 
     def __init__(self, store_dir: str | Path | None = None, port: int | None = None,
-                 log_path: str | Path | None = None, max_payload: int = MAX_MESSAGE_BYTES) -> None:
+                 log_path: str | Path | None = None, max_payload: int = MAX_MESSAGE_BYTES,
+                 sync_interval: str | None = None, monitor_port: int | None = None) -> None:
         self._own_store = store_dir is None
         self.store_dir = Path(store_dir) if store_dir else Path(tempfile.mkdtemp(prefix="rla-nats-"))
         self.port = port or free_port()
         self.log_path = Path(log_path) if log_path else None
         self.max_payload = max_payload
+        self.sync_interval = sync_interval
+        self.monitor_port = monitor_port
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -137,10 +143,13 @@ class NatsServer:
         """
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        conf = self.store_dir / "nats-server.conf"  # max_payload has no command-line flag
-        conf.write_text(f"max_payload: {self.max_payload}\n")
+        conf = self.store_dir / "nats-server.conf"  # max_payload and sync_interval have no command-line flag
+        conf.write_text(f"max_payload: {self.max_payload}\n"
+                        + (f"jetstream {{ sync_interval: {self.sync_interval} }}\n" if self.sync_interval else ""))
         cmd = [find_nats_server(), "-c", str(conf), "-js", "-a", "127.0.0.1", "-p", str(self.port),
                "-sd", str(self.store_dir)]
+        if self.monitor_port:
+            cmd += ["-m", str(self.monitor_port)]
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout_s

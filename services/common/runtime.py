@@ -17,13 +17,17 @@ from grpc_health.v1 import health_pb2
 
 from services.common.bus import Consumer, EventBus
 from services.common.config import RunConfig, ServiceConfig
-from services.common.grpc_runtime import create_server
+from services.common.errors import BusLostError
+from services.common.grpc_runtime import add_services, bind_server
 from services.common.metrics import SERVICE_UP, start_metrics_server
 
-__all__ = ["Service", "run_service"]
+__all__ = ["Service", "run_service", "EXIT_NATS_LOST"]
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+EXIT_NATS_LOST = 69
+"""Exit code of a process whose NATS connection stayed lost for ``nats.reconnect_budget_s`` seconds
+(sysexits' EX_UNAVAILABLE: a service it needs is unavailable); its supervisor restarts it."""
 
 
 class Service:
@@ -60,27 +64,35 @@ class Service:
 
 
 async def run_service(service: Service) -> int:
-    """Run ``service`` until SIGTERM/SIGINT or until one of its consumers fails.
+    """Run ``service`` until SIGTERM/SIGINT, until one of its consumers fails, or until its NATS
+    connection stays lost for ``nats.reconnect_budget_s`` seconds.
+
+    gRPC health (the server and every named service) says NOT_SERVING from the moment the NATS
+    connection is found lost until it is back.
 
     Returns:
-        0 after a requested stop, 1 when a consumer task crashed (the error is logged).
+        0 after a requested stop, 1 when a consumer or background task crashed, `EXIT_NATS_LOST`
+        when the NATS connection was given up (each logged with its cause).
     """
     cfg = service.service_config
     log = service.log
-    metrics_port = start_metrics_server(cfg.server.host, cfg.server.metrics_port)
     max_bytes = service.config.limits.max_message_bytes
+    # The port first: a second process on a taken port stops here, before it touches NATS.
+    server, grpc_port = bind_server(cfg.server.host, cfg.server.grpc_port, max_bytes,
+                                    setting=f"{service.name}.server.grpc_port")
+    metrics_port = start_metrics_server(cfg.server.host, cfg.server.metrics_port)
     bus = await EventBus.connect(service.config.nats, service.config.consumer, name=service.name,
                                  max_message_bytes=max_bytes)
     await bus.ensure_streams()
     await service.on_start(bus)
     grpc_parts = service.grpc_services()
-    server, grpc_port, health = await create_server(
-        cfg.server.host, cfg.server.grpc_port, [reg for _, reg in grpc_parts], [n for n, _ in grpc_parts],
-        max_message_bytes=max_bytes)
+    health = await add_services(server, [reg for _, reg in grpc_parts], [n for n, _ in grpc_parts])
     await server.start()
-    for name in ["", *(n for n, _ in grpc_parts)]:
-        await health.set(name, SERVING)
-    SERVICE_UP.labels(service.name).set(1)
+    names = ["", *(n for n, _ in grpc_parts)]
+
+    async def health_follows_bus(up: bool) -> None:
+        for name in names:  # ignored once shutting down (the servicer keeps NOT_SERVING then)
+            await health.set(name, SERVING if up else NOT_SERVING)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -90,20 +102,31 @@ async def run_service(service: Service) -> int:
     for c in consumers:
         await c.setup()
     tasks = [asyncio.create_task(c.run(stop), name=f"consumer:{c.durable}") for c in consumers]
+    # SERVING only now: start-up talks to NATS without retries (a failure there ends the process).
+    bus.on_link_change(health_follows_bus)
+    await health_follows_bus(bus.link.up)  # the connection may have dropped during start-up
+    SERVICE_UP.labels(service.name).set(1)
     log.info("serving", extra={"grpc_port": grpc_port, "metrics_port": metrics_port,
                                "consumers": [c.durable for c in consumers]})
 
     stopper = asyncio.create_task(stop.wait())
-    watched = [stopper, *tasks, *service.background]
+    link_watch = asyncio.create_task(bus.watch_link(), name="nats-link")
+    watched = [stopper, link_watch, *tasks, *service.background]
     code = 0
     while not stop.is_set():
         done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             watched.remove(task)
-            if task is not stopper and not task.cancelled() and task.exception() is not None:
-                log.error("task crashed", exc_info=task.exception(), extra={"task": task.get_name()})
+            if task is stopper or task.cancelled() or task.exception() is None:
+                continue
+            exc = task.exception()
+            if isinstance(exc, BusLostError):
+                log.error("nats connection lost for good", extra={"reason": str(exc), "exit_code": EXIT_NATS_LOST})
+                code = code or EXIT_NATS_LOST
+            else:
+                log.error("task crashed", exc_info=exc, extra={"task": task.get_name()})
                 code = 1
-                stop.set()
+            stop.set()
     stop.set()
     log.info("stopping", extra={"grace_s": cfg.server.grace_s})
     await health.enter_graceful_shutdown()
@@ -113,9 +136,9 @@ async def run_service(service: Service) -> int:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for task in service.background:
+    for task in [*service.background, link_watch]:
         task.cancel()
-    await asyncio.gather(*service.background, return_exceptions=True)
+    await asyncio.gather(*service.background, link_watch, return_exceptions=True)
     await server.stop(cfg.server.grace_s)
     await service.on_stop()
     await bus.close()

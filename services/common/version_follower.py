@@ -12,6 +12,7 @@ import logging
 
 from prometheus_client import Gauge
 
+from services.common.bus import CONNECTION_ERRORS
 from services.common.checkpoints import Reloadable, VersionStore
 
 __all__ = ["VersionFollower", "VERSION_LAG", "SERVED_VERSION"]
@@ -45,7 +46,16 @@ class VersionFollower:
         return True
 
     async def run(self) -> None:
-        """Poll forever (a background task of the service; cancelled at shutdown)."""
+        """Poll forever (a background task of the service; cancelled at shutdown).
+
+        A poll that fails because NATS is slow, hung or away (`CONNECTION_ERRORS`) is logged and
+        retried at the next poll: the service's link watch, not this task, decides when the process
+        gives up on NATS (``nats.reconnect_budget_s``). Any other error ends the task (and the process).
+        """
         while True:
             await asyncio.sleep(self.poll_s)
-            await self.load_latest()
+            try:
+                await self.load_latest()
+            except CONNECTION_ERRORS as exc:
+                self.log.warning("version poll failed; retrying", extra={"role": self.role,
+                                                                         "error": f"{type(exc).__name__}: {exc}"})

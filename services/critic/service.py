@@ -21,7 +21,7 @@ import grpc
 from rlanything.v1 import critic_pb2_grpc
 from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, RoundMetrics
 
-from services.common.bus import Consumer, Delivery, EventBus
+from services.common.bus import CONNECTION_ERRORS, Consumer, Delivery, EventBus
 from services.common.kv import open_bucket
 from services.common.config import CriticServiceConfig, RunConfig
 from services.common.runtime import Service
@@ -37,7 +37,8 @@ from services.critic.validation import check_judged, check_same_group
 __all__ = ["CriticService"]
 
 _TIMEOUT_FAILURES_BUDGET = 5
-"""Consecutive failed timeout sweeps (e.g. NATS unreachable) before the process gives up."""
+"""Consecutive failed timeout sweeps before the process gives up (failures because NATS is slow or
+away are not counted: the service's link watch decides when the process gives up on NATS)."""
 
 
 class CriticService(Service):
@@ -162,6 +163,8 @@ class CriticService(Service):
                         if now - group.first_stored_unix_s >= self.cfg.group_timeout_s:
                             await self._close(group, partial=True)
                 failures = 0
+            except CONNECTION_ERRORS as exc:
+                self.log.warning("timeout sweep failed; NATS slow or away, retrying", extra={"error": repr(exc)})
             except Exception as exc:  # noqa: BLE001 - retried next sweep; re-raised once the budget is spent
                 failures += 1
                 self.log.warning("timeout sweep failed", extra={"failures": failures, "error": repr(exc)})

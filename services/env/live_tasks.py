@@ -21,7 +21,7 @@ from prometheus_client import Counter
 from rlanything.v1.env_pb2 import TaskSlot, TaskVersion
 from rlanything.v1.ingest_pb2 import LiveTaskCandidate
 
-from services.common.bus import Delivery
+from services.common.bus import CONNECTION_ERRORS, Delivery
 from services.common.errors import InvalidEventError
 from services.common.kv import live_entries
 from services.env.families.live import LiveFamily, LiveTask, live_seed
@@ -67,10 +67,15 @@ class LiveTasks:
         return len(self.family.tasks)
 
     async def refresh_loop(self) -> None:
-        """Reload the mirror every ``refresh_s`` seconds (tasks another replica stored)."""
+        """Reload the mirror every ``refresh_s`` seconds (tasks another replica stored); a reload that
+        fails because NATS is slow or away is retried at the next one (the service's link watch
+        decides when the process gives up on NATS)."""
         while True:
             await asyncio.sleep(self.refresh_s)
-            await self.load()
+            try:
+                await self.load()
+            except CONNECTION_ERRORS as exc:
+                log.warning("live task reload failed; retrying", extra={"error": f"{type(exc).__name__}: {exc}"})
 
     async def on_candidate(self, c: LiveTaskCandidate, delivery: Delivery) -> None:
         """Store a candidate once and give it a pending slot.

@@ -25,7 +25,7 @@ from nats.js.errors import KeyWrongLastSequenceError, NotFoundError as JsNotFoun
 from rlanything.v1.ingest_pb2 import (CapturedCompletion, EpisodeRecord, EpisodeStatus, EraseUserResponse,
                                       Feedback, IngestAck, IngestEpisode, PurgeTenantResponse, SettledEpisode)
 
-from services.common.bus import Delivery, EventBus
+from services.common.bus import CONNECTION_ERRORS, Delivery, EventBus
 from services.common.errors import InvalidEventError
 from services.common.config import IngestServiceConfig
 from services.common.kv import ProtoBucket, escape_id, live_entries, open_bucket
@@ -435,6 +435,6 @@ class IngestCore:
         while True:
             try:
                 await self.sweep()
-            except (OSError, asyncio.TimeoutError, KeyWrongLastSequenceError) as exc:
+            except (*CONNECTION_ERRORS, KeyWrongLastSequenceError) as exc:
                 log.warning("sweep failed; retrying", extra={"error": f"{type(exc).__name__}: {exc}"})
             await asyncio.sleep(self.cfg.sweep_every_s)

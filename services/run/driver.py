@@ -87,7 +87,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
     with Live(_status(config, progress, done, started), console=console, refresh_per_second=2) as live:
         while not stop.is_set() and (not rounds or next_round < rounds):
             await asyncio.sleep(0.25)
-            for restart in launcher.supervise():
+            for restart in await asyncio.to_thread(launcher.supervise):  # health checks block up to seconds
                 progress.on_restart(restart.name, next_round)
             rp = progress.round(next_round)
             if rp.complete(config.loop.mode):

@@ -6,9 +6,11 @@ config (with the chosen ports) into the run directory, starts `python -m service
 every gRPC health check to say SERVING, then supervises: a service (or the NATS server) that
 exits is started again with the same command, config and ports after a back-off, within a
 restart budget (`launcher.restart`, `services.run.supervision`); JetStream redelivers the work it
-had not acknowledged. With ``fail_fast`` (or ``launcher.restart.enabled: false``) the first exit
-stops everything with a non-zero code. SIGINT/SIGTERM stops everything cleanly (SIGTERM, wait,
-SIGKILL).
+had not acknowledged. A service that runs but answers no health check for
+``launcher.restart.unresponsive_s`` seconds (frozen) is stopped (SIGTERM, SIGKILL after
+``launcher.stop_timeout_s``) and, once its process is gone, restarted the same way. With
+``fail_fast`` (or ``launcher.restart.enabled: false``) the first exit stops everything with a
+non-zero code. SIGINT/SIGTERM stops everything cleanly (SIGTERM, wait, SIGKILL).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -31,7 +33,7 @@ from services.common.errors import ServiceFailedError
 from services.common.grpc_runtime import check_health_sync
 from services.common.nats_server import NatsServer, die_with_parent, free_port
 from services.run.sources import fill_tiny_sources
-from services.run.supervision import Restart, RestartBook
+from services.run.supervision import HealthWatch, Restart, RestartBook
 
 __all__ = ["Launcher", "ServiceProcess", "new_run_dir"]
 
@@ -57,6 +59,11 @@ class ServiceProcess:
     metrics_port: int
     log_path: Path
     proc: subprocess.Popen[bytes]
+    watch: HealthWatch | None = None
+    """Its health answers (None until the launcher saw it SERVING once after `start`)."""
+    next_check_s: float = 0.0
+    stopping: tuple[float, str] | None = field(default=None)
+    """(when, why) the launcher sent SIGTERM to this frozen process; SIGKILL follows after stop_timeout_s."""
 
 
 class Launcher:
@@ -92,7 +99,8 @@ class Launcher:
         """Start the NATS server; returns its URL."""
         store = self.run_dir / "nats" if self.persistent_nats else None
         self.nats = NatsServer(store_dir=store, log_path=self.run_dir / "logs" / "nats.log",
-                               max_payload=self.config.limits.max_message_bytes).start()
+                               max_payload=self.config.limits.max_message_bytes,
+                               sync_interval=self.config.launcher.nats_sync_interval).start()
         return self.nats.url
 
     def start_services(self) -> None:
@@ -126,7 +134,14 @@ class Launcher:
         if self.config.launcher.shadow_judge:
             self._start_shadow(data)
         self._wait_healthy(self.config.launcher.health_timeout_s)
+        now = time.monotonic()
+        for svc in self.services:
+            svc.watch = self._new_watch(now)
+            svc.watch.answered(now)
         self._write_manifest()
+
+    def _new_watch(self, started_s: float) -> HealthWatch:
+        return HealthWatch(self.book.policy.unresponsive_s, self.config.launcher.health_timeout_s, started_s)
 
     def _start_shadow(self, data: dict) -> None:
         """Start the shadow judge (``launcher.shadow_judge``) as process ``shadow``: the reward
@@ -176,7 +191,9 @@ class Launcher:
             self._raise_if_exited(svc)
 
     def supervise(self, now_s: float | None = None) -> list[Restart]:
-        """Start again every exited service (and the NATS server) whose back-off has passed.
+        """Start again every exited service (and the NATS server) whose back-off has passed; check the
+        health of the running ones and stop a frozen one (`HealthWatch`) so that it is restarted too,
+        after its process is gone. The NATS server is watched for exits only.
 
         Returns the restarts made by this call (also kept in ``self.book``).
 
@@ -196,24 +213,53 @@ class Launcher:
                 self.nats.start()
                 made.append(self._note(self.book.restarted("nats", now)))
         for svc in self.services:
-            code = svc.proc.poll()
+            code = svc.proc.poll()  # reaps an exited process: from here on its PID is gone
             if code is None:
+                self._check_health(svc, now)
                 continue
-            at = self.book.exited(svc.name, code, now)
+            cause = svc.stopping[1] if svc.stopping else ""
+            at = self.book.exited(svc.name, code, now, cause)
             if at is None:
                 self._raise_if_exited(svc, f" (restarts used: {self.book.count(svc.name)})")
             elif now >= at:
                 with open(svc.log_path, "ab") as log:
                     log.write(f"--- restarted by the launcher after exit code {code}\n".encode())
                 svc.proc = self._spawn(svc.name, svc.log_path)
+                svc.watch, svc.stopping, svc.next_check_s = self._new_watch(now), None, 0.0
                 made.append(self._note(self.book.restarted(svc.name, now)))
         if made:
             self._write_manifest(quiet=True)
         return made
 
+    def _check_health(self, svc: ServiceProcess, now: float) -> None:
+        """One health check of a running service when its period is due; SIGTERM it once it counts as
+        frozen, SIGKILL it ``launcher.stop_timeout_s`` seconds later if it is still there."""
+        if svc.stopping is not None:
+            if now - svc.stopping[0] >= self.config.launcher.stop_timeout_s:
+                svc.proc.kill()  # a SIGSTOPped process never acts on SIGTERM
+            return
+        if svc.watch is None or now < svc.next_check_s:
+            return
+        policy = self.book.policy
+        svc.next_check_s = now + policy.health_period_s
+        if check_health_sync(svc.address, timeout_s=policy.health_check_timeout_s) != "UNREACHABLE":
+            svc.watch.answered(now)
+            return
+        reason = svc.watch.frozen(now)
+        if reason is None:
+            return
+        with open(svc.log_path, "ab") as log:
+            log.write(f"--- killed by the launcher: {reason}; SIGTERM, then SIGKILL after "
+                      f"{self.config.launcher.stop_timeout_s:g} s (launcher.stop_timeout_s)\n".encode())
+        self.console.print(f"[yellow]{svc.name} is frozen[/yellow] (pid {svc.proc.pid}): {reason}; stopping it",
+                           highlight=False)
+        svc.proc.terminate()
+        svc.stopping = (now, reason)
+
     def _note(self, restart: Restart) -> Restart:
+        cause = f"; {restart.cause}" if restart.cause else ""
         self.console.print(f"[yellow]restarted {restart.name}[/yellow] after exit code {restart.exit_code} "
-                           f"(restart {restart.number} of {self.book.policy.max_restarts})", highlight=False)
+                           f"(restart {restart.number} of {self.book.policy.max_restarts}{cause})", highlight=False)
         return restart
 
     def _raise_if_exited(self, svc: ServiceProcess, why: str = "") -> None:

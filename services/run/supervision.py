@@ -4,6 +4,10 @@ Kubernetes' ``restartPolicy: Always`` with its crash-loop back-off is the model:
 exits is started again after a delay that doubles with each restart (``backoff_s``, ``2 *
 backoff_s``, … capped at ``backoff_max_s``), and a process that keeps dying uses up its budget
 (``max_restarts``), after which the run stops with the process's exit code and log.
+
+A process that runs but answers no health check (frozen: SIGSTOPped, deadlocked) counts as dead
+too, as a failing Kubernetes liveness probe does: `HealthWatch` says when, the launcher stops it
+and it is restarted like one that exited.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from dataclasses import dataclass, field
 
 from services.common.config.launcher import RestartConfig
 
-__all__ = ["Restart", "RestartBook", "restart_delay_s"]
+__all__ = ["Restart", "RestartBook", "HealthWatch", "restart_delay_s"]
 
 
 def restart_delay_s(restarts_before: int, backoff_s: float, backoff_max_s: float) -> float:
@@ -31,6 +35,8 @@ class Restart:
     restarted_s: float
     number: int
     """1 for the process's first restart."""
+    cause: str = ""
+    """Why the launcher stopped it ('' when it exited on its own), e.g. no health answer for 30 s."""
 
 
 @dataclass
@@ -39,25 +45,57 @@ class RestartBook:
 
     policy: RestartConfig
     restarts: list[Restart] = field(default_factory=list)
-    _exited: dict[str, tuple[int, float]] = field(default_factory=dict)
+    _exited: dict[str, tuple[int, float, str]] = field(default_factory=dict)
 
     def count(self, name: str) -> int:
         """Restarts ``name`` has used so far."""
         return sum(1 for r in self.restarts if r.name == name)
 
-    def exited(self, name: str, exit_code: int, now_s: float) -> float | None:
-        """Note that ``name`` exited; the monotonic time at which to start it again, or None when
-        the policy allows no restart (disabled, or its budget is used up)."""
+    def exited(self, name: str, exit_code: int, now_s: float, cause: str = "") -> float | None:
+        """Note that ``name`` exited (``cause``: why the launcher stopped it, '' when it exited on its
+        own); the monotonic time at which to start it again, or None when the policy allows no
+        restart (disabled, or its budget is used up)."""
         if not self.policy.enabled or self.count(name) >= self.policy.max_restarts:
             return None
         if name not in self._exited:
-            self._exited[name] = (exit_code, now_s)
-        _, at = self._exited[name]
+            self._exited[name] = (exit_code, now_s, cause)
+        _, at, _ = self._exited[name]
         return at + restart_delay_s(self.count(name), self.policy.backoff_s, self.policy.backoff_max_s)
 
     def restarted(self, name: str, now_s: float) -> Restart:
         """Record that ``name`` was started again (after `exited`)."""
-        code, at = self._exited.pop(name)
-        restart = Restart(name, code, at, now_s, self.count(name) + 1)
+        code, at, cause = self._exited.pop(name)
+        restart = Restart(name, code, at, now_s, self.count(name) + 1, cause)
         self.restarts.append(restart)
         return restart
+
+
+@dataclass
+class HealthWatch:
+    """When a running process counts as frozen (pure; monotonic seconds passed in by the caller).
+
+    Any answer to a health check (SERVING or NOT_SERVING: a service waiting for NATS answers) shows
+    the process alive. Frozen: no answer for ``unresponsive_s`` seconds since the last one, or, before
+    the first, for ``start_grace_s`` seconds since the process started (it loads models, connects).
+    """
+
+    unresponsive_s: float
+    start_grace_s: float
+    started_s: float
+    answered_s: float | None = None
+
+    def answered(self, now_s: float) -> None:
+        """Note an answer to a health check."""
+        self.answered_s = now_s
+
+    def frozen(self, now_s: float) -> str | None:
+        """Why the process counts as frozen now, or None."""
+        if self.answered_s is None:
+            if now_s - self.started_s > self.start_grace_s:
+                return (f"no health answer {now_s - self.started_s:.1f} s after its start "
+                        f"(launcher.health_timeout_s={self.start_grace_s:g})")
+            return None
+        if now_s - self.answered_s > self.unresponsive_s:
+            return (f"no health answer for {now_s - self.answered_s:.1f} s "
+                    f"(launcher.restart.unresponsive_s={self.unresponsive_s:g})")
+        return None

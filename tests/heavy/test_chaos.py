@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import signal
 import subprocess
@@ -299,3 +300,82 @@ def test_resume_after_kill_9_of_the_whole_machine(tmp_path: Path, cold: Path) ->
            f"Rounds written before the kill: {len(before)}; the resumed run wrote the rest with the same counts. "
            f"Task-pool decisions, each made once: {pool}.")
     assert_exact_counts(rounds)
+
+
+HANG_S = 60.0
+"""How long the NATS server stays SIGSTOPped (hung: its port accepts connections, nothing answers)."""
+HANGS = {
+    # Found within 3 s; each service gives NATS up after 20 s (exit 69), is restarted by the launcher,
+    # fails to connect while the server still hangs (exit 1 after 3 x nats.connect_timeout_s), and
+    # connects once it is continued.
+    "budget": ["--set", "nats.ping_interval_s=1", "--set", "nats.max_outstanding_pings=2",
+               "--set", "nats.reconnect_budget_s=20"],
+    # Defaults: found within 30 s, the 60 s budget outlasts the hang, so every process rides it out.
+    "defaults": [],
+}
+
+
+@pytest.mark.parametrize("variant", ["budget", "defaults"] if FULL else ["budget"])
+def test_run_survives_a_60_s_sigstop_of_nats(tmp_path: Path, cold: Path, variant: str) -> None:
+    """A hung broker mid-run: every service says NOT_SERVING within the configured bound, rides the
+    hang out or ends itself (exit 69) and is restarted, and the run completes with exact counts."""
+    from collections import Counter
+
+    from services.common.config import NatsConfig
+
+    extra = HANGS[variant]
+    nats_cfg = NatsConfig(**{o.split("=")[0].removeprefix("nats."): float(o.split("=")[1])
+                             for o in extra if o.startswith("nats.")})
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir),
+                             "--set", "launcher.restart.backoff_s=0.2", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first_down: dict[str, tuple[float, str]] = {}
+    try:
+        _wait_rounds(run_dir, proc, 1)  # round 1 in flight
+        manifest = _manifest(run_dir)
+        os.kill(manifest["nats_pid"], signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            while time.monotonic() - stopped < HANG_S:
+                for name, svc in manifest["services"].items():
+                    if name not in first_down:
+                        status = check_health_sync(svc["address"], timeout_s=0.5)
+                        if status != "SERVING":
+                            first_down[name] = (time.monotonic() - stopped, status)
+                assert proc.poll() is None, proc.stderr.read()[-3000:] if proc.stderr else proc.returncode
+                time.sleep(0.2)
+        finally:
+            os.kill(manifest["nats_pid"], signal.SIGCONT)
+        recorded = len(rounds_of(run_dir))
+        assert recorded < 3, "every round was recorded before the hang ended: the test proves nothing"
+        assert proc.wait(timeout=900) == 0, proc.stderr.read()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read()
+    rounds = rounds_of(run_dir)
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    assert_exact_counts(rounds)  # nothing lost, nothing judged or trained twice
+    bound = nats_cfg.dead_connection_bound_s
+    assert set(first_down) == set(manifest["services"]), first_down
+    for name, (after_s, status) in first_down.items():
+        assert status == "NOT_SERVING" and after_s <= bound + 3.0, (name, after_s, status, bound)
+    restarts = Counter((m.group(1), int(m.group(2))) for m in re.finditer(r"restarted (\w+) after exit code (-?\d+)", err))
+    assert sum(r["launcher/restarts"] for r in rounds) == sum(restarts.values()), err[-3000:]
+    if variant == "budget":  # each service gave NATS up itself first, naming it
+        assert {name for (name, code) in restarts if code == 69} == set(manifest["services"]), restarts
+    else:
+        assert not restarts, restarts
+    per_service = {name: sorted(code for (n, code), k in restarts.items() for _ in range(k) if n == name)
+                   for name in manifest["services"]}
+    trajectories = sum(r["counts/trajectories"] for r in rounds)
+    report(f"Hung broker: SIGSTOP of NATS for {HANG_S:g} s in round 1 ({variant}: nats.ping_interval_s="
+           f"{nats_cfg.ping_interval_s:g}, max_outstanding_pings={nats_cfg.max_outstanding_pings}, "
+           f"reconnect_budget_s={nats_cfg.reconnect_budget_s:g}; found dead within {bound:g} s)", rounds,
+           f"Rounds recorded before the hang ended: {recorded}. Seconds from SIGSTOP to NOT_SERVING on gRPC health: "
+           + ", ".join(f"{n} {s:.1f}" for n, (s, _) in sorted(first_down.items()))
+           + ". Restarts by the launcher, with each exit code (69: NATS given up; 1: NATS unreachable at start-up): "
+           + ", ".join(f"{n} {len(c)} {c}" for n, c in sorted(per_service.items()))
+           + f". {trajectories:g} trajectories published, each judged once and trained in exactly one update per "
+           "model (counts as in an uninterrupted run); lost: 0.")

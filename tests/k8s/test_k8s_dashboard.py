@@ -43,7 +43,7 @@ def test_every_series_the_dashboard_queries_is_exported_by_a_service() -> None:
 
 @pytest.mark.parametrize("needed", ["rla_critic_round_metric", "rla_consumer_pending", "rla_events_dead_lettered_total",
                                     "rla_version_lag_seconds", "rla_critic_trajectories_total",
-                                    "rla_critic_metrics_round"])
+                                    "rla_critic_metrics_round", "rla_nats_connected"])
 def test_the_dashboard_covers_what_operators_watch(needed: str) -> None:
     assert any(needed in series for series in queried(json.loads(DASHBOARD.read_text())).values()), needed
 

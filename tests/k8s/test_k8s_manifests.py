@@ -180,6 +180,13 @@ def test_ports_probes_and_nats_url_agree_with_the_run_config(overlay: str) -> No
             assert "grpc" in probe, f"{where}: {kind} must be a native grpc probe"
             assert probe["grpc"]["port"] == server.grpc_port, f"{where}: {kind} port != {module}.server.grpc_port"
             assert probe["grpc"].get("service", "") == "", f"{where}: {kind} must check the whole server (service \"\")"
+        # NOT_SERVING while NATS is lost: the kubelet restarts the pod only after the process had its own
+        # chance to reconnect (it exits 69 naming NATS once nats.reconnect_budget_s is spent).
+        live = container["livenessProbe"]
+        window = live.get("periodSeconds", 10) * live.get("failureThreshold", 3)
+        own = config.nats.dead_connection_bound_s + config.nats.reconnect_budget_s
+        assert window > own, (f"{where}: livenessProbe restarts after {window} s of NOT_SERVING, before the process "
+                              f"gives NATS up itself ({own:g} s: dead-connection bound + nats.reconnect_budget_s)")
         grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
         assert grace > server.grace_s, f"{where}: terminationGracePeriodSeconds {grace} <= {module}.server.grace_s"
         # NATS: the URL the service connects with is the in-cluster Service with the Secret's credentials,
@@ -252,6 +259,7 @@ def test_nats_config_agrees_with_its_statefulset_and_service(overlay: str) -> No
     for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[kind]["httpGet"]["port"] == ports["monitor"], kind
     assert re.search(r"^jetstream\s*\{", conf, re.M), "JetStream must be enabled"
+    assert setting.get("sync_interval") == "always", "JetStream must fsync before acknowledging (power loss)"
     data_mount = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}["data"]
     assert setting["store_dir"] == data_mount, "JetStream store_dir must be the persistent volume"
     assert [t["metadata"]["name"] for t in nats["spec"]["volumeClaimTemplates"]] == ["data"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion
 from services.common.config.launcher import RestartConfig
 from services.run.progress import RunProgress
-from services.run.supervision import RestartBook, restart_delay_s
+from services.run.supervision import HealthWatch, RestartBook, restart_delay_s
 
 
 def test_back_off_doubles_up_to_its_cap() -> None:
@@ -28,6 +28,24 @@ def test_a_process_restarts_after_its_back_off_until_its_budget_is_spent() -> No
 
 def test_no_restart_when_disabled() -> None:
     assert RestartBook(RestartConfig(enabled=False)).exited("env", -9, now_s=0.0) is None
+
+
+def test_a_restart_keeps_why_the_launcher_stopped_the_process() -> None:
+    book = RestartBook(RestartConfig(backoff_s=1.0))
+    book.exited("env", -9, now_s=10.0, cause="no health answer for 31.0 s (launcher.restart.unresponsive_s=30)")
+    restart = book.restarted("env", now_s=11.0)
+    assert restart.cause.startswith("no health answer for 31.0 s") and restart.exit_code == -9
+
+
+def test_a_process_is_frozen_after_no_health_answer_for_its_bound() -> None:
+    watch = HealthWatch(unresponsive_s=30.0, start_grace_s=60.0, started_s=0.0)
+    assert watch.frozen(now_s=59.0) is None  # still starting (loading, connecting)
+    assert watch.frozen(now_s=61.0) == "no health answer 61.0 s after its start (launcher.health_timeout_s=60)"
+    watch.answered(now_s=10.0)  # SERVING or NOT_SERVING: alive either way
+    assert watch.frozen(now_s=40.0) is None
+    assert watch.frozen(now_s=40.5) == "no health answer for 30.5 s (launcher.restart.unresponsive_s=30)"
+    watch.answered(now_s=41.0)
+    assert watch.frozen(now_s=70.0) is None
 
 
 def _version(role: int, version: int, round_: int, batches: float) -> ModelVersion:

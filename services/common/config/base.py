@@ -26,6 +26,25 @@ class NatsConfig(StrictModel):
         120.0, gt=0, description="Seconds during which a repeated Nats-Msg-Id is dropped."
     )
     stream_replicas: int = Field(1, ge=1, le=5, description="JetStream replicas per stream.")
+    ping_interval_s: float = Field(
+        10.0, gt=0, description="Seconds between the client's PINGs to the server (nats-py ping_interval).")
+    max_outstanding_pings: int = Field(
+        2, ge=1, description="PINGs left unanswered after which the connection counts as dead and a reconnect "
+                             "starts: a hung server is found within (max_outstanding_pings + 1) x ping_interval_s "
+                             "seconds (30 s by default).")
+    reconnect_time_wait_s: float = Field(2.0, gt=0, description="Seconds between two reconnect attempts.")
+    reconnect_budget_s: float = Field(
+        60.0, gt=0, description="Seconds the connection may stay lost (from the moment it was found dead); then the "
+                                "process exits with code 69 naming NATS, so its supervisor (the launcher, "
+                                "Kubernetes) restarts it. While lost, gRPC health says NOT_SERVING.")
+
+    @property
+    def dead_connection_bound_s(self) -> float:
+        """Longest time, in seconds, from a server that stops answering to the client counting the
+        connection as lost: the ping timer fires every ``ping_interval_s`` and the connection is dropped
+        at the first tick with more than ``max_outstanding_pings`` PINGs unanswered (nats-py's
+        ``_ping_interval``), so at most ``(max_outstanding_pings + 1) * ping_interval_s``."""
+        return (self.max_outstanding_pings + 1) * self.ping_interval_s
 
 
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
