@@ -11,7 +11,7 @@ from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
 from rlanything.v1.events_pb2 import ModelVersion, TaskReport
 from rlanything.v1.ingest_pb2 import LiveTaskCandidate
 
-from services.common.bus import Consumer, Delivery, EventBus
+from services.common.bus import CONNECTION_ERRORS, Consumer, Delivery, EventBus
 from services.common.config import EnvServiceConfig, RunConfig
 from services.common.kv import ProtoBucket, open_bucket
 from services.common.runtime import Service
@@ -71,10 +71,24 @@ class EnvService(Service):
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 
     async def _seed_then_schedule(self) -> None:
-        created = await self.pool.seed(self.cfg, self.config.seed)
-        self.log.info("task pool ready", extra={"slots_created": created})
-        self.pool_ready.set()
-        await self.scheduler.tick()
+        """Seed the pool (idempotent) and release the first jobs; a step that fails because NATS is slow,
+        hung or away is retried every second (the link watch decides when the process gives up on NATS)."""
+        while not self.pool_ready.is_set():
+            try:
+                created = await self.pool.seed(self.cfg, self.config.seed)
+            except CONNECTION_ERRORS as exc:
+                self.log.warning("pool seeding failed; retrying", extra={"error": f"{type(exc).__name__}: {exc}"})
+                await asyncio.sleep(1.0)
+                continue
+            self.log.info("task pool ready", extra={"slots_created": created})
+            self.pool_ready.set()
+        while True:
+            try:
+                await self.scheduler.tick()
+                return
+            except CONNECTION_ERRORS as exc:
+                self.log.warning("first scheduler tick failed; retrying", extra={"error": f"{type(exc).__name__}: {exc}"})
+                await asyncio.sleep(1.0)
 
     async def _expire_sessions(self) -> None:
         while True:

@@ -117,7 +117,9 @@ def test_a_hung_broker_turns_health_not_serving_then_serving_again(
     # Stay hung past the 5 s request timeouts: the KV polls, fetches and publishes under way fail
     # (what crashed the policy and the reward model), yet the process stays up and answers.
     while time.monotonic() - stopped_at < 12.0:
-        assert check_health_sync(svc.address, timeout_s=PROBE_S) == "NOT_SERVING"
+        status = check_health_sync(svc.address, timeout_s=PROBE_S)
+        assert status == "NOT_SERVING", (f"{status} {time.monotonic() - stopped_at:.1f} s into the hang:\n"
+                                         + svc.log_path.read_text()[-4000:])
         assert svc.proc.poll() is None, f"{name} exited with {svc.proc.returncode} during the hang"
         time.sleep(0.5)
     os.kill(frozen_later.proc.pid, signal.SIGCONT)
