@@ -218,17 +218,19 @@ class EpisodeStatus(_message.Message):
     def __init__(self, episode_id: _Optional[str] = ..., state: _Optional[_Union[EpisodeStatus.State, str]] = ..., revision: _Optional[int] = ..., messages: _Optional[int] = ..., feedback: _Optional[int] = ..., redactions: _Optional[_Mapping[str, int]] = ..., settle_deadline_unix_s: _Optional[float] = ..., late_feedback: _Optional[int] = ...) -> None: ...
 
 class SettledEpisode(_message.Message):
-    __slots__ = ("episode", "feedback", "late_feedback")
+    __slots__ = ("episode", "feedback", "late_feedback", "erasure_epoch")
     EPISODE_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     LATE_FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    ERASURE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     episode: IngestEpisode
     feedback: _containers.RepeatedCompositeFieldContainer[Feedback]
     late_feedback: int
-    def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., late_feedback: _Optional[int] = ...) -> None: ...
+    erasure_epoch: int
+    def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., late_feedback: _Optional[int] = ..., erasure_epoch: _Optional[int] = ...) -> None: ...
 
 class EpisodeRecord(_message.Message):
-    __slots__ = ("episode", "state", "settle_deadline_unix_s", "feedback", "feedback_ids", "late_feedback", "user_hash", "stream_seqs", "expires_unix_s", "traj_seqs")
+    __slots__ = ("episode", "state", "settle_deadline_unix_s", "feedback", "feedback_ids", "late_feedback", "user_hash", "stream_seqs", "expires_unix_s", "traj_seqs", "erasure_epoch")
     EPISODE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SETTLE_DEADLINE_UNIX_S_FIELD_NUMBER: _ClassVar[int]
@@ -239,6 +241,7 @@ class EpisodeRecord(_message.Message):
     STREAM_SEQS_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     TRAJ_SEQS_FIELD_NUMBER: _ClassVar[int]
+    ERASURE_EPOCH_FIELD_NUMBER: _ClassVar[int]
     episode: IngestEpisode
     state: EpisodeStatus.State
     settle_deadline_unix_s: float
@@ -249,7 +252,20 @@ class EpisodeRecord(_message.Message):
     stream_seqs: _containers.RepeatedScalarFieldContainer[int]
     expires_unix_s: float
     traj_seqs: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., state: _Optional[_Union[EpisodeStatus.State, str]] = ..., settle_deadline_unix_s: _Optional[float] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., feedback_ids: _Optional[_Iterable[str]] = ..., late_feedback: _Optional[int] = ..., user_hash: _Optional[str] = ..., stream_seqs: _Optional[_Iterable[int]] = ..., expires_unix_s: _Optional[float] = ..., traj_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
+    erasure_epoch: int
+    def __init__(self, episode: _Optional[_Union[IngestEpisode, _Mapping]] = ..., state: _Optional[_Union[EpisodeStatus.State, str]] = ..., settle_deadline_unix_s: _Optional[float] = ..., feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ..., feedback_ids: _Optional[_Iterable[str]] = ..., late_feedback: _Optional[int] = ..., user_hash: _Optional[str] = ..., stream_seqs: _Optional[_Iterable[int]] = ..., expires_unix_s: _Optional[float] = ..., traj_seqs: _Optional[_Iterable[int]] = ..., erasure_epoch: _Optional[int] = ...) -> None: ...
+
+class EpisodesErased(_message.Message):
+    __slots__ = ("tenant", "episode_ids", "trajectory_ids", "erasure_epoch")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    EPISODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRAJECTORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ERASURE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    episode_ids: _containers.RepeatedScalarFieldContainer[str]
+    trajectory_ids: _containers.RepeatedScalarFieldContainer[str]
+    erasure_epoch: int
+    def __init__(self, tenant: _Optional[str] = ..., episode_ids: _Optional[_Iterable[str]] = ..., trajectory_ids: _Optional[_Iterable[str]] = ..., erasure_epoch: _Optional[int] = ...) -> None: ...
 
 class CapturedCompletion(_message.Message):
     __slots__ = ("tenant", "episode_id", "turn_id", "completion_id", "prompt", "response", "prompt_token_ids", "response_token_ids", "logprobs", "model_version", "temperature", "top_p", "retokenize", "consent", "created_unix_s", "redactions")

@@ -35,6 +35,7 @@ class Subjects:
     INGEST_SETTLED = "rla.ingest.settled"      # SettledEpisode (redacted), .<tenant>
     INGEST_COMPLETION = "rla.ingest.completion"  # CapturedCompletion (redacted), .<tenant>.<escaped episode id>
     INGEST_CANDIDATE = "rla.ingest.candidate"  # LiveTaskCandidate (redacted), .<tenant>
+    INGEST_ERASED = "rla.ingest.erased"        # EpisodesErased, .<tenant>: forget what you keep of them
     TRAJ_LIVE = "rla.traj.live.completed"      # Trajectory of a settled live episode (source "ingest"), .<tenant>.<escaped episode id>
     TRAJ_LIVE_JUDGED = "rla.traj.live.judged"  # JudgedTrajectory of a live episode (chat rubric), .<tenant>.<escaped episode id>
     TRAJ_SHADOW = "rla.traj.shadow"            # JudgedTrajectory by a shadow judge (trains nothing), .<judge name>

@@ -344,6 +344,19 @@ class Trainer:
             if k.startswith("stale/dropped/"):
                 STALE_DROPPED.labels(self.role, k.removeprefix("stale/dropped/")).inc(v)
 
+    async def forget_live(self, batch_ids: Sequence[str]) -> int:
+        """Purge the stored live batches ``batch_ids`` (an erased user's samples, not trained yet);
+        returns how many were stored. A batch trained already lives on only in the weights."""
+        gone = 0
+        async with self._lock:
+            for batch_id in batch_ids:
+                key = batch_key(0, batch_id, live=True)
+                if (await self.store.get(key))[0] is not None:
+                    gone += 1
+                await self.store.kv.purge(key)
+                self._keys = [k for k in self._keys if k != key]
+        return gone
+
     async def _put(self, key: str, batch: Message) -> None:
         await self.store.put(key, batch)
         if key not in self._keys:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
 from rlanything.v1.events_pb2 import JudgedTrajectory, PolicySampleBatch, RewardSampleBatch, TaskRef
@@ -45,6 +45,14 @@ LIVE_AGREEMENT = Counter("rla_critic_live_agreement_total", "The judge against t
                          ["signal", "agree"])
 
 
+async def _keys(kv) -> list[str]:
+    """The bucket's keys ([] when it holds none: nats-py raises NoKeysError then)."""
+    try:
+        return await kv.keys()
+    except NoKeysError:
+        return []
+
+
 class LiveCritic:
     """Handler of judged live trajectories (see the module docstring)."""
 
@@ -56,6 +64,26 @@ class LiveCritic:
         self.settings = LiveSettings(live.max_staleness, live.min_count, live.alpha, live.sigma_min, live.adv_max,
                                      live.requires_outcome, live.rm_slack)
         self.latest_policy_version = 0
+
+    async def forget(self, tenant: str, trajectory_ids: list[str]) -> int:
+        """Drop ``trajectory_ids`` from the seen-lists of ``tenant``'s task types (erased episodes; the
+        baselines keep only counts and moments). Returns how many entries were dropped."""
+        gone, drop = 0, set(trajectory_ids)
+        for key in [k for k in await _keys(self.kv) if k.startswith(f"{tenant}.")]:
+            for _ in range(10):
+                entry = await self.kv.get(key)
+                record = json.loads(entry.value or b"{}")
+                seen = record.get("seen", [])
+                kept = [t for t in seen if t not in drop]
+                if len(kept) == len(seen):
+                    break
+                try:
+                    await self.kv.update(key, json.dumps({**record, "seen": kept}).encode(), last=entry.revision)
+                except KeyWrongLastSequenceError:
+                    continue
+                gone += len(seen) - len(kept)
+                break
+        return gone
 
     async def on_judged(self, judged: JudgedTrajectory, delivery: Delivery) -> LiveOutcome | None:
         """Evaluate one judged live trajectory; None when it was counted before.

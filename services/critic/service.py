@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import grpc
 from rlanything.v1 import critic_pb2_grpc
+from rlanything.v1.ingest_pb2 import EpisodesErased
 from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, RoundMetrics
 
 from services.common.bus import CONNECTION_ERRORS, Consumer, Delivery, EventBus
@@ -89,7 +90,14 @@ class CriticService(Service):
                          message_type=ModelVersion, handler=self._on_policy_version),
             bus.consumer(stream="TRAJ", durable="critic-live", subject=f"{Subjects.TRAJ_LIVE_JUDGED}.>",
                          message_type=JudgedTrajectory, handler=self._on_live),
+            bus.consumer(stream="INGEST", durable="critic-erasures", subject=f"{Subjects.INGEST_ERASED}.>",
+                         message_type=EpisodesErased, handler=self._on_erased),
         ]
+
+    async def _on_erased(self, erased: EpisodesErased, delivery: Delivery) -> None:
+        """Consumer handler for `rla.ingest.erased.<tenant>`: the live critic forgets the erased
+        trajectories' ids (its seen-lists), so an episode posted again is evaluated again."""
+        await self.live.forget(erased.tenant, list(erased.trajectory_ids))
 
     async def _on_live(self, judged: JudgedTrajectory, delivery: Delivery) -> None:
         """Consumer handler for `rla.traj.live.judged.<tenant>` (`live.LiveCritic`)."""

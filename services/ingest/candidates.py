@@ -56,6 +56,6 @@ def task_candidate(settled: SettledEpisode, now: float) -> LiveTaskCandidate | N
         return None
     task_type = ep.task_type or "chat"
     return LiveTaskCandidate(tenant=ep.tenant, candidate_id=candidate_id(ep.tenant, task_type, prompt),
-                             source_trajectory_id=live_trajectory_id(ep.tenant, ep.episode_id), task_type=task_type,
+                             source_trajectory_id=live_trajectory_id(ep.tenant, ep.episode_id, settled.erasure_epoch), task_type=task_type,
                              prompt=prompt, reference=reference, hint=corrections[-1].text if corrections else "",
                              created_unix_s=now)

@@ -21,11 +21,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from nats.js.errors import KeyWrongLastSequenceError, NotFoundError as JsNotFoundError
-from rlanything.v1.ingest_pb2 import (CapturedCompletion, EpisodeRecord, EpisodeStatus, EraseUserResponse,
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError as JsNotFoundError
+from nats.js.kv import KeyValue
+from rlanything.v1.ingest_pb2 import (CapturedCompletion, EpisodeRecord, EpisodesErased, EpisodeStatus, EraseUserResponse,
                                       Feedback, IngestAck, IngestEpisode, PurgeTenantResponse, SettledEpisode)
 
 from services.common.bus import CONNECTION_ERRORS, Delivery, EventBus
+from services.common.erase import erase_subject
 from services.common.errors import InvalidEventError
 from services.common.config import IngestServiceConfig
 from services.common.kv import ProtoBucket, escape_id, live_entries, open_bucket
@@ -37,7 +39,7 @@ from services.ingest.episodes import (IngestError, advance, decide_upsert, new_r
 from services.ingest.telemetry import (CANDIDATES, CAPTURES, ERASED, FEEDBACK_DELAY, LIVE_TURNS, OPEN_EPISODES, REDACTIONS,
                                        REFUSED, REQUESTS, SETTLED)
 from services.ingest.candidates import task_candidate
-from services.ingest.trajectories import to_trajectory
+from services.ingest.trajectories import live_trajectory_id, to_trajectory
 
 __all__ = ["IngestCore"]
 
@@ -51,12 +53,23 @@ def _status_name(status: int) -> str:
     return IngestAck.Status.Name(status).removeprefix("STATUS_").lower()
 
 
+def msg_id(*parts: object) -> str:
+    """A JetStream message id (``Nats-Msg-Id``) from its parts; ``parts[1]`` is the tenant's erasure
+    count, written only once there was an erasure (ids from before any erasure stay as they were)."""
+    head, epoch, *rest = parts
+    return "/".join(str(p) for p in ([head] if head else []) + ([f"e{epoch}"] if epoch else []) + rest)
+
+
 class IngestCore:
     """Everything the ingest API does, over one NATS connection (see the module docstring)."""
 
     def __init__(self, cfg: IngestServiceConfig, bus: EventBus, episodes: ProtoBucket, orphans: ProtoBucket | None,
-                 captures: ProtoBucket | None = None, clock: Callable[[], float] = time.time) -> None:
+                 captures: ProtoBucket | None = None, clock: Callable[[], float] = time.time,
+                 epochs: KeyValue | None = None) -> None:
         self.cfg = cfg
+        self.epochs = epochs
+        """Tenant → its erasure count (KV ``<episodes_bucket>_erasures``): part of every message id, so that
+        an episode posted again after its erasure is published again, not dropped as a duplicate."""
         self.bus = bus
         self.episodes = episodes
         self.orphans = orphans
@@ -76,7 +89,46 @@ class IngestCore:
             orphans = ProtoBucket(kv, Feedback)
         wait_s = cfg.idle_close_s + cfg.settle_window_s + cfg.orphan_feedback_wait_s
         captures = ProtoBucket(await open_bucket(bus.js, cfg.captures_bucket, ttl_s=wait_s), CapturedCompletion)
-        return cls(cfg, bus, episodes, orphans, captures)
+        epochs = await open_bucket(bus.js, f"{cfg.episodes_bucket}_erasures")
+        return cls(cfg, bus, episodes, orphans, captures, epochs=epochs)
+
+    # ---- erasure epochs -------------------------------------------------------------------------
+
+    async def _epoch(self, tenant: str) -> tuple[int, int]:
+        """The tenant's erasure count and its KV revision (0, 0 before any erasure)."""
+        if self.epochs is None:
+            return 0, 0
+        try:
+            entry = await self.epochs.get(tenant)
+        except KeyNotFoundError:
+            return 0, 0
+        return int(entry.value or b"0"), int(entry.revision or 0)
+
+    async def _next_epoch(self, tenant: str) -> int:
+        """Count one more erasure for ``tenant`` (compare-and-set, retried); returns the new count."""
+        if self.epochs is None:
+            return 0
+        for _ in range(_CAS_TRIES):
+            epoch, revision = await self._epoch(tenant)
+            try:
+                if revision:
+                    await self.epochs.update(tenant, str(epoch + 1).encode(), last=revision)
+                else:
+                    await self.epochs.create(tenant, str(epoch + 1).encode())
+                return epoch + 1
+            except KeyWrongLastSequenceError:  # another replica counted one meanwhile
+                continue
+        raise RuntimeError(f"could not count an erasure for tenant {tenant} in {_CAS_TRIES} tries")
+
+    async def _announce_erased(self, tenant: str, records: list[EpisodeRecord]) -> None:
+        """Count the erasure and publish `EpisodesErased` so the judge, the critic and the trainers
+        forget what they keep of the erased episodes."""
+        epoch = await self._next_epoch(tenant)
+        if records:
+            await self.bus.publish(f"{Subjects.INGEST_ERASED}.{tenant}", EpisodesErased(
+                tenant=tenant, episode_ids=[r.episode.episode_id for r in records],
+                trajectory_ids=[live_trajectory_id(tenant, r.episode.episode_id, r.erasure_epoch) for r in records],
+                erasure_epoch=epoch), msg_id=f"erased/{tenant}/{epoch}")
 
     # ---- captures -----------------------------------------------------------------------------
 
@@ -175,9 +227,11 @@ class IngestCore:
                 raise IngestError(429, f"tenant {tenant} has {self.open_counts[tenant]} open episodes "
                                        f"(ingest.max_open_episodes={self.cfg.max_open_episodes}); retry later")
             now = self.clock()
+            epoch = record.erasure_epoch if record is not None else (await self._epoch(tenant))[0]
             ack = await self.bus.publish(f"{Subjects.INGEST_EPISODE}.{tenant}", red,
-                                         msg_id=f"{tenant}/{escape_id(ep.episode_id)}/{red.revision}")
+                                         msg_id=msg_id(tenant, epoch, escape_id(ep.episode_id), str(red.revision)))
             new = new_record(record, red, now, self.cfg.settle_window_s, self.cfg.retention_days, uhash)
+            new.erasure_epoch = epoch
             new.stream_seqs.append(ack.seq)
             orphans = await self._orphans_of(tenant, ep.episode_id) if record is None else []
             for fb in orphans:
@@ -243,7 +297,7 @@ class IngestCore:
                 REQUESTS.labels(tenant, "feedback", _status_name(status)).inc()
                 return IngestAck(status=status, episode_id=fb.episode_id)  # type: ignore[arg-type]  # protobuf enum fields take their int values
             ack = await self.bus.publish(f"{Subjects.INGEST_FEEDBACK}.{tenant}", red,
-                                         msg_id=f"{tenant}/fb/{escape_id(fb.feedback_id)}")
+                                         msg_id=msg_id(tenant, record.erasure_epoch, "fb", escape_id(fb.feedback_id)))
             new.stream_seqs.append(ack.seq)
             try:
                 await self.episodes.kv.update(key, new.SerializeToString(), last=revision)
@@ -299,13 +353,9 @@ class IngestCore:
         for stream, subject in (("INGEST", f"{Subjects.INGEST_COMPLETION}.{tenant}.{ep}"),
                                 ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.{ep}"),
                                 ("TRAJ", f"{Subjects.TRAJ_LIVE_SHADOW}.{tenant}.{ep}.>")):
-            info = await self.bus.js.stream_info(stream, subjects_filter=subject)
-            n = sum((info.state.subjects or {}).values())
-            if n:
-                await self.bus.js.purge_stream(stream, subject=subject)
-                deleted += n
+            deleted += await erase_subject(self.bus.js, stream, subject)
         await self._drop_captures(tenant, episode_id, list(await self._captures_of(tenant, episode_id)))
-        await self.episodes.kv.purge(key)
+        await self.episodes.kv.purge(key)  # KV streams deny per-message deletes: a purge (see the README)
         return deleted
 
     async def erase_user(self, tenant: str, user_ref: str) -> EraseUserResponse:
@@ -318,12 +368,16 @@ class IngestCore:
         if not user_ref:
             raise IngestError(422, "user_ref must not be empty", "user_ref")
         uhash = user_hash(self._secret(tenant), user_ref)
-        episodes = deleted = 0
+        erased: list[EpisodeRecord] = []
+        deleted = 0
         for entry in await live_entries(self.episodes.kv, key_prefix=f"{tenant}."):
             record = EpisodeRecord.FromString(entry.value)
             if record.user_hash == uhash:
                 deleted += await self._erase(entry.key, record)
-                episodes += 1
+                erased.append(record)
+        if erased:
+            await self._announce_erased(tenant, erased)
+        episodes = len(erased)
         ERASED.labels("user").inc(episodes)
         log.info("user erased", extra={"tenant": tenant, "episodes": episodes, "messages": deleted})
         return EraseUserResponse(episodes_erased=episodes, messages_deleted=deleted)
@@ -338,6 +392,7 @@ class IngestCore:
                     ("INGEST", f"{Subjects.INGEST_CANDIDATE}.{tenant}"),
                     ("TRAJ", f"{Subjects.TRAJ_LIVE}.{tenant}.>"), ("TRAJ", f"{Subjects.TRAJ_LIVE_JUDGED}.{tenant}.>"),
                     ("TRAJ", f"{Subjects.TRAJ_LIVE_SHADOW}.{tenant}.>")]
+        erased = [EpisodeRecord.FromString(e.value) for e in await live_entries(self.episodes.kv, key_prefix=f"{tenant}.")]
         messages = 0
         for stream, subject in subjects:
             info = await self.bus.js.stream_info(stream, subjects_filter=subject)
@@ -353,6 +408,7 @@ class IngestCore:
                 await bucket.kv.purge(entry.key)
                 keys += 1
         self.open_counts[tenant] = 0
+        await self._announce_erased(tenant, erased)
         ERASED.labels("tenant").inc(keys)
         log.info("tenant purged", extra={"tenant": tenant, "messages": messages, "keys": keys})
         return PurgeTenantResponse(messages_deleted=messages, keys_deleted=keys)
@@ -395,20 +451,22 @@ class IngestCore:
                 new.settle_deadline_unix_s = now + self.cfg.settle_window_s
             else:
                 settled = SettledEpisode(episode=record.episode, feedback=record.feedback,
-                                         late_feedback=record.late_feedback)
+                                         late_feedback=record.late_feedback, erasure_epoch=record.erasure_epoch)
                 ack = await self.bus.publish(f"{Subjects.INGEST_SETTLED}.{tenant}", settled,
-                                             msg_id=f"{tenant}/{escape_id(record.episode.episode_id)}/settled")
+                                             msg_id=msg_id(tenant, record.erasure_epoch,
+                                                           escape_id(record.episode.episode_id), "settled"))
                 new.stream_seqs.append(ack.seq)
                 captures = await self._captures_of(tenant, record.episode.episode_id)
                 live = to_trajectory(settled, captures)
                 traj_ack = await self.bus.publish(f"{Subjects.TRAJ_LIVE}.{tenant}.{escape_id(record.episode.episode_id)}",
                                                   live.trajectory,
-                                                  msg_id=live.trajectory.trajectory_id)
+                                                  msg_id=live.trajectory.trajectory_id)  # names its epoch
                 new.traj_seqs.append(traj_ack.seq)
                 candidate = task_candidate(settled, now)
                 if candidate is not None:  # its msg id is its content hash: the same failure twice is stored once
                     cand_ack = await self.bus.publish(f"{Subjects.INGEST_CANDIDATE}.{tenant}", candidate,
-                                                      msg_id=f"cand/{tenant}/{candidate.candidate_id}")
+                                                      msg_id=msg_id("cand", record.erasure_epoch, tenant,
+                                                                    candidate.candidate_id))
                     CANDIDATES.labels("duplicate" if cand_ack.duplicate else "published").inc()
                     if not cand_ack.duplicate:
                         new.stream_seqs.append(cand_ack.seq)

@@ -44,9 +44,11 @@ class LiveTrajectory:
     """Turns joined with a capture whose token ids were dropped (redaction changed its text)."""
 
 
-def live_trajectory_id(tenant: str, episode_id: str) -> str:
-    """``live/<tenant>/<escaped episode id>``: stable, so a re-publish is de-duplicated."""
-    return f"live/{tenant}/{escape_id(episode_id)}"
+def live_trajectory_id(tenant: str, episode_id: str, erasure_epoch: int = 0) -> str:
+    """``live/<tenant>/<escaped episode id>``: stable, so a re-publish is de-duplicated; ``/e<n>``
+    appended for an episode first stored after the tenant's n-th erasure, so the same episode id
+    posted again after an erasure is a new trajectory (judged, evaluated and trained again)."""
+    return f"live/{tenant}/{escape_id(episode_id)}" + (f"/e{erasure_epoch}" if erasure_epoch else "")
 
 
 def render_context(messages: list[IngestMessage]) -> str:
@@ -104,7 +106,7 @@ def to_trajectory(settled: SettledEpisode, captures: Mapping[str, CapturedComple
     first_user = next((m.content for m in messages if m.role == "user"), "")
     served = [s for s in steps if s.served_by_policy]
     traj = Trajectory(
-        trajectory_id=live_trajectory_id(ep.tenant, ep.episode_id), job_id=f"live/{ep.tenant}",
+        trajectory_id=live_trajectory_id(ep.tenant, ep.episode_id, settled.erasure_epoch), job_id=f"live/{ep.tenant}",
         task=TaskRef(slot_id=f"{LIVE_FAMILY}/{ep.tenant}/{escape_id(ep.task_type or 'chat')}", family=LIVE_FAMILY),
         group_size=1, task_text=first_user, steps=steps, outcome=outcome, split=LIVE_FAMILY, source="ingest",
         policy_version=max((s.served_version for s in served), default=0), tenant=ep.tenant,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import grpc
 from rlanything.v1 import policy_pb2_grpc
+from rlanything.v1.ingest_pb2 import EpisodesErased
 from rlanything.v1.events_pb2 import PolicySampleBatch, RolloutJob
 
 from services.common.bus import Consumer, Delivery, EventBus
@@ -110,7 +111,15 @@ class PolicyService(Service):
         if self.trains:
             out.append(bus.consumer(stream="SAMPLES", durable="policy-trainer", subject=Subjects.SAMPLES_POLICY,
                                     message_type=PolicySampleBatch, handler=self.trainer.on_batch))
+            out.append(bus.consumer(stream="INGEST", durable="policy-trainer-erasures",
+                                    subject=f"{Subjects.INGEST_ERASED}.>", message_type=EpisodesErased,
+                                    handler=self._on_erased))
         return out
+
+    async def _on_erased(self, erased: EpisodesErased, delivery: Delivery) -> None:
+        """Consumer handler for `rla.ingest.erased.<tenant>`: purge the stored live batches of the erased
+        episodes' trajectories that were not trained yet."""
+        await self.trainer.forget_live([f"{t}/policy" for t in erased.trajectory_ids])
 
     async def on_job(self, job: RolloutJob, delivery: Delivery) -> None:
         """Roll the job's task out G times and publish the trajectories (then the job is acked)."""

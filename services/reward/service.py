@@ -26,8 +26,9 @@ from collections.abc import Callable
 import grpc
 from rlanything.v1 import reward_pb2_grpc
 from rlanything.v1.events_pb2 import RewardSampleBatch, Trajectory
+from rlanything.v1.ingest_pb2 import EpisodesErased
 
-from services.common.bus import Consumer, EventBus
+from services.common.bus import Consumer, Delivery, EventBus
 from services.common.checkpoints import VersionStore
 from services.common.config import RewardServiceConfig, RunConfig
 from services.common.kv import ProtoBucket
@@ -127,4 +128,17 @@ class RewardService(Service):
         if self.trains:
             out.append(bus.consumer(stream="SAMPLES", durable="reward-trainer", subject=Subjects.SAMPLES_REWARD,
                                     message_type=RewardSampleBatch, handler=self.trainer.on_batch))
+        if self.judge is not None or self.trains:  # what it keeps of erased episodes: marks, live batches
+            durable = f"reward-shadow-{self.cfg.shadow}-erasures" if self.cfg.shadow else f"reward-{self.cfg.role}-erasures"
+            out.append(bus.consumer(stream="INGEST", durable=durable, subject=f"{Subjects.INGEST_ERASED}.>",
+                                    message_type=EpisodesErased, handler=self._on_erased))
         return out
+
+    async def _on_erased(self, erased: EpisodesErased, delivery: Delivery) -> None:
+        """Consumer handler for `rla.ingest.erased.<tenant>`: forget the judge's marks of the erased
+        episodes' live trajectories (purged, not only deleted) and the trainer's stored live batches."""
+        if self.judge is not None:
+            for trajectory_id in erased.trajectory_ids:
+                await self.marks.forget(trajectory_id)
+        if self.trains:
+            await self.trainer.forget_live([f"{t}/reward" for t in erased.trajectory_ids])

@@ -115,6 +115,11 @@ class JudgedMarks:
         """Record that ``trajectory_id`` was published (judged by RM ``version``)."""
         await self.kv.put(mark_key(trajectory_id), str(version).encode())
 
+    async def forget(self, trajectory_id: str) -> None:
+        """Purge the mark of ``trajectory_id`` (an erased episode's): the key and its history go, and
+        the trajectory is judged again if it is posted again."""
+        await self.kv.purge(mark_key(trajectory_id))
+
 
 class TrajectoryJudger:
     """The handler of ``rla.traj.completed``: judge, publish, mark."""

@@ -171,7 +171,10 @@ async def test_erasing_a_user_deletes_records_and_stream_messages(spawn_service,
     assert erased == {"episodes_erased": 2, "messages_deleted": 3}
     assert client.get("/v1/ingest/episodes/ep-0", headers=HEADERS).status_code == 404
     assert client.get("/v1/ingest/episodes/ep-2", headers=HEADERS).status_code == 200
-    assert (await bus.js.stream_info("INGEST")).state.messages == 1
+    # bob's episode, and the erasure notice (episode ids, no text) that tells the judge, the critic and
+    # the trainers to forget theirs
+    ingest = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
+    assert ingest.state.subjects == {"rla.ingest.episode.acme": 1, "rla.ingest.erased.acme": 1}
     # Another tenant's key cannot erase (or see) acme's users.
     other = {"Authorization": "Bearer other-key-0123456789"}
     assert client.delete("/v1/ingest/users/bob", headers=other).json() == {}
@@ -270,7 +273,9 @@ async def test_settled_episode_becomes_a_live_trajectory_with_captured_turns_joi
     assert erased["episodes_erased"] == 1
     assert not (await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")).state.subjects
     assert not (await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.completion.acme.>")).state.subjects
-    assert (await bus.js.stream_info("INGEST")).state.messages == 1  # only the dead-lettered stranger's capture
+    # the dead-lettered capture of an unknown tenant, and the erasure notice (episode ids, no text)
+    ingest = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
+    assert ingest.state.subjects == {"rla.ingest.completion.nobody.ep-9": 1, "rla.ingest.erased.acme": 1}
 
 
 async def test_a_tenant_purges_everything_of_its_own_and_nothing_of_another(spawn_service, bus) -> None:
@@ -295,7 +300,8 @@ async def test_a_tenant_purges_everything_of_its_own_and_nothing_of_another(spaw
     # TRAJ; 2 records, 1 waiting feedback, 1 capture in the buckets.
     assert purged == {"messages_deleted": 8, "keys_deleted": 4}
     ingest = await bus.js.stream_info("INGEST", subjects_filter="rla.ingest.>")
-    assert set(ingest.state.subjects) == {"rla.ingest.episode.other", "rla.ingest.settled.other"}
+    assert set(ingest.state.subjects) == {"rla.ingest.episode.other", "rla.ingest.settled.other",
+                                          "rla.ingest.erased.acme"}  # the notice: episode ids, no text
     traj = await bus.js.stream_info("TRAJ", subjects_filter="rla.traj.live.>")
     assert set(traj.state.subjects) == {"rla.traj.live.completed.other.o-0"}
     assert client.get("/v1/ingest/episodes/a-0", headers=HEADERS).status_code == 404

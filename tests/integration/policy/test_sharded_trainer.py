@@ -105,7 +105,7 @@ async def test_two_ranks_train_one_version_as_one_process_does(tiny_model_dir, n
     by_rank = rank_logs(logs)
     assert sorted(by_rank) == [0, 1]
     serving = {r: [m for m in lines if m["msg"] == "serving"] for r, lines in by_rank.items()}
-    assert serving[0][0]["consumers"] == ["policy-trainer"] and serving[1][0]["consumers"] == []
+    assert serving[0][0]["consumers"] == ["policy-trainer", "policy-trainer-erasures"] and serving[1][0]["consumers"] == []
     assert any(m["msg"] == "following rank 0" for m in by_rank[1])
     followed = [(m["command"], m["version"]) for m in by_rank[1] if m["msg"] == "followed rank 0"]
     assert followed == [("save", 0), ("learn", 1)]
