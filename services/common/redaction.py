@@ -184,12 +184,18 @@ class RegexRedactor:
         self._rules = rules
 
     def _scan(self, text: str) -> list[tuple[int, int, int]]:
-        """(rule index, start, end) of each finding; earlier rules win where findings overlap."""
+        """(rule index, start, end) of each finding; earlier rules win where findings overlap.
+        Each rule reads the text with earlier findings blanked out (NUL characters), so a found
+        card is not parsed again as a phone number."""
         taken: list[tuple[int, int, int]] = []
+        seen = text
         for rule, (_, spans) in enumerate(self._rules):
-            for start, end in spans(text):
+            before = len(taken)
+            for start, end in spans(seen):
                 if not any(start < e and s < end for _, s, e in taken):
                     taken.append((rule, start, end))
+            if len(taken) > before:
+                seen = _blanked(text, taken)
         return taken
 
     def find(self, text: str) -> list[Finding]:
@@ -199,7 +205,9 @@ class RegexRedactor:
             found = self._scan(text)
             view = normal_view(text)
             if view is not None:
-                found += [(rule, *view.original_span(start, end)) for rule, start, end in self._scan(view.text)]
+                for lo, hi in view.changed_segments(text):
+                    found += [(rule, *view.original_span(lo + start, lo + end))
+                              for rule, start, end in self._scan(view.text[lo:hi])]
             found.sort(key=lambda f: (f[1], f[2]))
             merged: list[list[int]] = []
             for rule, start, end in found:
@@ -212,6 +220,14 @@ class RegexRedactor:
                     for rule, start, end in merged]
         except Exception as exc:  # noqa: BLE001 - any failure must fail closed
             raise RedactionError(f"regex redactor failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _blanked(text: str, spans: Iterable[tuple[int, int, int]]) -> str:
+    """``text`` with each span's characters replaced by NUL (same length, so offsets hold)."""
+    chars = list(text)
+    for _, start, end in spans:
+        chars[start:end] = "\0" * (end - start)
+    return "".join(chars)
 
 
 class Placeholders:

@@ -38,6 +38,33 @@ class NormalView:
         """The span of the original text that ``text[start:end]`` (``start < end``) came from."""
         return self.starts[start], self.ends[end - 1]
 
+    def changed_segments(self, original: str, margin: int = 256) -> list[tuple[int, int]]:
+        """Spans of ``text`` around what folding changed: ``margin`` characters each side of each
+        changed character (or of the place a removed one stood), widened to whitespace and merged.
+        Outside them the view equals ``original``, so a finding that meets no change is found
+        there already."""
+        changed: list[int] = []
+        previous_end = 0
+        for i, (a, b) in enumerate(zip(self.starts, self.ends)):
+            if a != previous_end or b - a != 1 or self.text[i] != original[a]:
+                changed.append(i)
+            previous_end = b
+        if previous_end != len(original):
+            changed.append(len(self.text) - 1)
+        segments: list[tuple[int, int]] = []
+        n = len(self.text)
+        for i in changed:
+            lo, hi = max(0, i - margin), min(n, i + margin + 1)
+            while lo > 0 and not self.text[lo - 1].isspace():
+                lo -= 1
+            while hi < n and not self.text[hi].isspace():
+                hi += 1
+            if segments and lo <= segments[-1][1]:
+                segments[-1] = (segments[-1][0], max(hi, segments[-1][1]))
+            else:
+                segments.append((lo, hi))
+        return [(a, b) for a, b in segments if a < b]
+
 
 def _folded(text: str) -> tuple[list[str], list[int], list[int]]:
     chars: list[str] = []

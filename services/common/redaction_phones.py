@@ -11,9 +11,12 @@ Two passes, both with `phonenumbers.PhoneNumberMatcher`:
   space, dash, dot, slash or parenthesis between digits. A bare digit run (``4155550132``,
   ``1234567``) is left alone, since reasoning answers are bare digit runs.
 
-The matcher takes digit groups that follow a number into its candidate and then rejects the whole
-(``+44 20 7946 0958 24/7``). So each run of digit groups joined by phone separators that holds 7
-or more digits and no match is tried again without up to `MOST_DROPPED` groups at its ends.
+The matcher runs on windows, not on the whole text: each maximal run of digits and phone
+punctuation (``+ ( ) - . /``, spaces) that holds at least `MIN_DIGITS` digits, with one character
+of context on each side (so a number glued to a word is still refused). Prose between numbers
+costs nothing. The matcher takes digit groups that follow a number into its candidate and then
+rejects the whole (``+44 20 7946 0958 24/7``), so a window of at most `MOST_GROUPS` digit groups
+with no match is tried again without up to `MOST_DROPPED` groups at its ends, fewest first.
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from phonenumbers import Leniency, PhoneNumberMatcher
 __all__ = ["check_regions", "PhoneFinder"]
 
 _FORMATTED = re.compile(r"\d[\s\-./()\[\]]+\d")
-_GROUP = r"\(?\+?[0-9]+\)?"
-_CHAIN = re.compile(rf"{_GROUP}(?:(?:[ \t\u00a0]?[-./][ \t\u00a0]?|[ \t\u00a0]){_GROUP})*")
-_GROUPS = re.compile(_GROUP)
+_WINDOW = re.compile(r"[+(]*[0-9][0-9+()\-./ \t\u00a0]*")
+_GROUPS = re.compile(r"\(?\+?[0-9]+\)?")
+MIN_DIGITS = 6
+MOST_GROUPS = 10
 MOST_DROPPED = 4
-_MIN_DIGITS = 7
 
 
 def check_regions(regions: Iterable[str]) -> list[str]:
@@ -67,33 +70,52 @@ class PhoneFinder:
 
     def __call__(self, text: str) -> Iterator[tuple[int, int]]:
         """(start, end) of each phone number, in order, non-overlapping."""
-        if not any(c.isdigit() for c in text):
-            return iter(())
-        spans = self._matches(text, 0)
-        for chain in _CHAIN.finditer(text):
-            start, end = chain.span()
-            if sum(c.isdigit() for c in chain.group()) < _MIN_DIGITS or any(s < end and start < e for s, e in spans):
+        spans: list[tuple[int, int]] = []
+        for window in _WINDOW.finditer(text):
+            run = window.group().rstrip("-./ \t\u00a0(+")
+            if sum(c.isdigit() for c in run) < MIN_DIGITS:
                 continue
-            spans += self._trimmed(text, [(start + g.start(), start + g.end()) for g in _GROUPS.finditer(chain.group())])
+            start, end = window.start(), window.start() + len(run)
+            lo, hi = max(0, start - 1), min(len(text), end + 1)
+            found = self._matches(text[lo:hi], lo)
+            if not found:
+                groups = [(start + g.start(), start + g.end()) for g in _GROUPS.finditer(run)]
+                if len(groups) <= MOST_GROUPS:
+                    found = self._trimmed(text, groups)
+            spans += found
         return iter(_disjoint(spans))
 
     def _matches(self, text: str, offset: int) -> list[tuple[int, int]]:
-        spans = [(offset + m.start, offset + m.end) for m in PhoneNumberMatcher(text, "ZZ", leniency=Leniency.POSSIBLE)]
-        for region in self.regions:
-            spans += [(offset + m.start, offset + m.end)
-                      for m in PhoneNumberMatcher(text, region, leniency=Leniency.STRICT_GROUPING)
-                      if _FORMATTED.search(m.raw_string)]
-        return spans
+        """Matches in the window ``text`` (at ``offset`` in the whole text): ``+`` forms by country
+        code alone, then, unless those cover every digit, national forms of each region."""
+        spans: list[tuple[int, int]] = []
+        if "+" in text:
+            spans += [(m.start, m.end) for m in PhoneNumberMatcher(text, "ZZ", leniency=Leniency.POSSIBLE)]
+        if not spans or _digits_outside(text, spans):
+            for region in self.regions:
+                spans += [(m.start, m.end) for m in PhoneNumberMatcher(text, region, leniency=Leniency.STRICT_GROUPING)
+                          if _FORMATTED.search(m.raw_string)]
+        return [(offset + a, offset + b) for a, b in spans]
 
     def _trimmed(self, text: str, groups: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Matches in the run of ``groups`` without its first and last few groups (fewest dropped first)."""
+        """Matches in the run of ``groups`` without its first and last few groups (fewest dropped
+        first; only parts that keep `MIN_DIGITS` digits are tried)."""
         for dropped in range(1, min(MOST_DROPPED, len(groups) - 1) + 1):
             for lead in range(dropped + 1):
                 kept = groups[lead:len(groups) - (dropped - lead)]
-                found = self._matches(text[kept[0][0]:kept[-1][1]], kept[0][0]) if kept else []
-                if found:
-                    return found
+                part = text[kept[0][0]:kept[-1][1]]
+                if sum(c.isdigit() for c in part) >= MIN_DIGITS:
+                    found = self._matches(part, kept[0][0])
+                    if found:
+                        return found
         return []
+
+
+def _digits_outside(text: str, spans: list[tuple[int, int]]) -> bool:
+    covered: set[int] = set()
+    for a, b in spans:
+        covered.update(range(a, b))
+    return any(c.isdigit() and i not in covered for i, c in enumerate(text))
 
 
 def _disjoint(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
