@@ -34,7 +34,7 @@ from services.common.kv import ProtoBucket, escape_id, live_entries, open_bucket
 from services.common.redaction import RedactionError, RegexRedactor
 from services.common.streams import Subjects
 from services.ingest.episodes import (IngestError, advance, decide_upsert, new_record, place_feedback,
-                                      redact_episode, redact_feedback, status_of, user_hash, validate_episode,
+                                      redact_episode, redact_feedback, redactions_added, status_of, user_hash, validate_episode,
                                       validate_feedback)
 from services.ingest.telemetry import (CANDIDATES, CAPTURES, ERASED, FEEDBACK_DELAY, LIVE_TURNS, OPEN_EPISODES, REDACTIONS,
                                        REFUSED, REQUESTS, SETTLED)
@@ -47,6 +47,13 @@ log = logging.getLogger("rlanything.ingest")
 Status = IngestAck.Status
 State = EpisodeStatus.State
 _CAS_TRIES = 10
+
+
+def _count_redactions(tenant: str, counts: dict[str, int]) -> None:
+    """Add stored findings to ``rla_ingest_redactions_total`` (``tenant``: a configured tenant name,
+    so the label's values are bounded by the config)."""
+    for kind, n in counts.items():
+        REDACTIONS.labels(tenant, kind).inc(n)
 
 
 def _status_name(status: int) -> str:
@@ -75,7 +82,7 @@ class IngestCore:
         self.orphans = orphans
         self.captures = captures
         self.clock = clock
-        self.redactor = RegexRedactor(cfg.redaction.patterns, cfg.redaction.deny)
+        self.redactor = RegexRedactor(cfg.redaction.patterns, cfg.redaction.deny, cfg.redaction.phone_regions)
         self._keys = cfg.tenant_keys()
         self.open_counts: Counter[str] = Counter()
 
@@ -253,8 +260,7 @@ class IngestCore:
                 self.open_counts[tenant] += 1
             for fb in orphans:
                 await self._drop_orphan(tenant, fb)
-            for kind, n in red.redactions.items():
-                REDACTIONS.labels(kind).inc(n)
+            _count_redactions(tenant, redactions_added(record, red))
             REQUESTS.labels(tenant, "episode", "accepted").inc()
             log.info("episode stored", extra={"tenant": tenant, "episode": ep.episode_id, "revision": red.revision,
                                               "state": State.Name(new.state), "redactions": dict(red.redactions)})
@@ -277,7 +283,7 @@ class IngestCore:
             raise
         fb.tenant = tenant
         try:
-            red = redact_feedback(fb, self.redactor)
+            red, found = redact_feedback(fb, self.redactor)
         except RedactionError:
             REFUSED.labels("redaction_failed").inc()
             raise IngestError(503, "redaction failed; nothing was stored (retry later)", None) from None
@@ -293,6 +299,7 @@ class IngestCore:
                     raise IngestError(404, f"episode {fb.episode_id!r} has not been posted "
                                            "(ingest.orphan_feedback_wait_s is 0: feedback is not kept)", "episode_id")
                 await self.orphans.put(f"{key}.{escape_id(fb.feedback_id)}", red)
+                _count_redactions(tenant, found)
             if new is None or record is None:
                 REQUESTS.labels(tenant, "feedback", _status_name(status)).inc()
                 return IngestAck(status=status, episode_id=fb.episode_id)  # type: ignore[arg-type]  # protobuf enum fields take their int values
@@ -305,6 +312,7 @@ class IngestCore:
                 if attempt == _CAS_TRIES - 1:
                     raise
                 continue
+            _count_redactions(tenant, found)  # stored once: applied, or late (kept, never trained on)
             if status == Status.STATUS_APPLIED:
                 FEEDBACK_DELAY.observe(max(0.0, red.created_unix_s - record.episode.received_unix_s))
             REQUESTS.labels(tenant, "feedback", _status_name(status)).inc()

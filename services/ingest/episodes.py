@@ -20,7 +20,7 @@ from rlanything.v1.ingest_pb2 import EpisodeRecord, EpisodeStatus, Feedback, Ing
 from services.common.redaction import Placeholders, Redactor, redact_texts
 from services.common.text import EXTERNAL_ID
 
-__all__ = ["IngestError", "validate_episode", "validate_feedback", "redact_episode", "redact_feedback",
+__all__ = ["IngestError", "validate_episode", "validate_feedback", "redact_episode", "redact_feedback", "redactions_added",
            "content_hash", "user_hash", "decide_upsert", "new_record", "place_feedback", "advance", "status_of",
            "ROLES"]
 
@@ -122,16 +122,25 @@ def redact_episode(ep: IngestEpisode, redactor: Redactor) -> IngestEpisode:
     return out
 
 
-def redact_feedback(fb: Feedback, redactor: Redactor) -> Feedback:
-    """A copy of ``fb`` with its text redacted (pure).
+def redact_feedback(fb: Feedback, redactor: Redactor) -> tuple[Feedback, dict[str, int]]:
+    """A copy of ``fb`` with its text redacted, and the findings replaced by kind (pure).
 
     Raises:
         RedactionError: the redactor failed.
     """
     out = Feedback()
     out.CopyFrom(fb)
-    out.text = redact_texts([fb.text], redactor).texts[0]
-    return out
+    red = redact_texts([fb.text], redactor)
+    out.text = red.texts[0]
+    return out, red.counts
+
+
+def redactions_added(previous: EpisodeRecord | None, ep: IngestEpisode) -> dict[str, int]:
+    """Findings by kind that the redacted revision ``ep`` has beyond the stored one (pure): what
+    the redaction metric adds, so a revision that repeats the conversation counts nothing twice."""
+    before = previous.episode.redactions if previous is not None else {}
+    added = {kind: n - before.get(kind, 0) for kind, n in ep.redactions.items()}
+    return {kind: n for kind, n in added.items() if n > 0}
 
 
 def content_hash(ep: IngestEpisode) -> str:

@@ -11,7 +11,9 @@ REQUESTS = Counter("rla_ingest_requests_total", "Requests answered, by tenant, k
                    "status (accepted, duplicate, superseded, applied, buffered, late).", ["tenant", "kind", "status"])
 REFUSED = Counter("rla_ingest_refused_total", "Requests refused, by reason (unknown_tenant, tenant_mismatch, "
                   "no_consent, too_large, invalid, conflict, too_many_open, redaction_failed).", ["reason"])
-REDACTIONS = Counter("rla_ingest_redactions_total", "Personal data replaced by a placeholder, by kind.", ["kind"])
+REDACTIONS = Counter("rla_ingest_redactions_total", "Personal data replaced by a placeholder, by tenant (a configured "
+                     "tenant name) and kind; an episode's revision adds only the findings it has beyond the stored "
+                     "revision.", ["tenant", "kind"])
 SETTLED = Counter("rla_ingest_settled_total", "Episodes settled and published, by tenant.", ["tenant"])
 FEEDBACK_DELAY = Histogram("rla_ingest_feedback_delay_seconds",
                            "Seconds from an episode's latest revision to feedback about it.",

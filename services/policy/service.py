@@ -86,7 +86,8 @@ class PolicyService(Service):
             capturer, keys = None, {}
             if self.cfg.capture.enabled:  # tenants and redaction rules are the run's `ingest:` ones
                 live = self.config.ingest
-                capturer = Capturer(RegexRedactor(live.redaction.patterns, live.redaction.deny), self.cfg.capture.queue_size)
+                capturer = Capturer(RegexRedactor(live.redaction.patterns, live.redaction.deny,
+                                                   live.redaction.phone_regions), self.cfg.capture.queue_size)
                 keys = live.tenant_keys()
                 self.background.append(asyncio.create_task(capturer.run(bus), name="capture"))
             http = embedded_server(build_app(self.generator, self.source, capturer, keys, self.admission),

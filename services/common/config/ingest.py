@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from services.common.config.base import ServiceConfig, StrictModel
+from services.common.redaction import DEFAULT_PHONE_REGIONS
+from services.common.redaction_phones import check_regions
 
 __all__ = ["TenantConfig", "RedactionConfig", "IngestServiceConfig"]
 
@@ -33,10 +35,19 @@ class TenantConfig(StrictModel):
 
 
 class RedactionConfig(StrictModel):
-    """The built-in regex redactor's additions (every tenant)."""
+    """The built-in redactor's settings (every tenant; the policy's capture uses the same)."""
 
     patterns: dict[str, str] = Field(default_factory=dict, description="Extra kind -> regular expression.")
     deny: list[str] = Field(default_factory=list, description="Literal terms always redacted (case-insensitive).")
+    phone_regions: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_PHONE_REGIONS),
+        description="ISO 3166-1 alpha-2 codes (e.g. US, GB, FR, DE) whose national phone forms are redacted, "
+                    "such as 020 7946 0958 for GB; international +forms are redacted for every country.")
+
+    @field_validator("phone_regions")
+    @classmethod
+    def _known_regions(cls, regions: list[str]) -> list[str]:
+        return check_regions(regions)
 
 
 class IngestServiceConfig(ServiceConfig):

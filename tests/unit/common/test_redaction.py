@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.common.config import load_config
+from services.common.errors import ConfigError
 from services.common.redaction import (Finding, Placeholders, RedactionError, RegexRedactor, iban_valid,
                                        luhn_valid, redact_texts)
 
 R = RegexRedactor()
+REGIONS = ["US", "GB", "FR", "DE"]
+R4 = RegexRedactor(phone_regions=REGIONS)
+CORPUS = yaml.safe_load((Path(__file__).parents[2] / "data" / "redaction_corpus.yaml").read_text(encoding="utf-8"))
+PLACEHOLDER = re.compile(r"<[A-Z_]+_[0-9]+>")
 
 
 def redact(text: str) -> str:
@@ -98,3 +108,110 @@ def test_canaries_never_survive_in_any_surrounding_text(before: str, after: str,
     out = redact(text)
     assert email not in out and card not in out and phone not in out
     assert card.replace(" ", "") not in out.replace(" ", "")
+
+
+# ---- the corpus (tests/data/redaction_corpus.yaml) --------------------------------------------
+
+def _positive_text(case: dict) -> str:
+    return case["text"].replace("{}", case["value"])
+
+
+def _leaked(case: dict, out: str) -> list[str]:
+    return [frag for frag in [case["value"], *case.get("leaks", [])] if frag in out]
+
+
+@pytest.mark.parametrize("case", CORPUS["positives"], ids=lambda c: f"{c['kind']}:{c['value']!a}:{c['text']!a}")
+def test_each_corpus_value_is_replaced_whole_and_the_rest_is_byte_identical(case: dict) -> None:
+    out = redact_texts([_positive_text(case)], R4)
+    assert out.texts == [case["text"].replace("{}", f"<{case['kind']}_1>")]
+    assert out.counts == {case["kind"]: 1}
+    assert not _leaked(case, out.texts[0])
+
+
+@pytest.mark.parametrize("text", CORPUS["controls"], ids=ascii)
+def test_each_corpus_control_keeps_its_exact_text(text: str) -> None:
+    out = redact_texts([text], R4)
+    assert out.texts == [text] and out.counts == {}
+
+
+def test_the_corpus_has_zero_leaks_and_zero_false_placeholders() -> None:
+    leaks = [(c["kind"], c["value"]) for c in CORPUS["positives"]
+             if _leaked(c, redact_texts([_positive_text(c)], R4).texts[0])]
+    false = [t for t in CORPUS["controls"] if PLACEHOLDER.search(redact_texts([t], R4).texts[0])]
+    kinds = {c["kind"] for c in CORPUS["positives"]}
+    assert len(CORPUS["positives"]) >= 60 and len(CORPUS["controls"]) >= 30 and len(kinds) == 7
+    assert (leaks, false) == ([], [])
+
+
+# ---- cards ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("ts 1748503543012 then 1548138160707", "ts 1748503543012 then 1548138160707"),  # Luhn-valid, no issuer
+    ("4111111111111111", "<CARD_1>"),
+    ("x4111111111111111y", "x<CARD_1>y"),
+    ("41111111111111111", "41111111111111111"),      # Visa at 17 digits: no issuer uses it
+    ("378282246310005", "<CARD_1>"),                   # Amex at 15
+    ("3782822463100050", "3782822463100050"),          # 16 digits starting 37: not an Amex length
+    ("5555555555554444 12", "<CARD_1> 12"),
+    ("order 99 4111 1111 1111 1111 99", "order 99 <CARD_1> 99"),
+    ("94111111111111111", "94111111111111111"),        # a digit before it, no separator: one longer run
+])
+def test_a_card_needs_an_issuer_a_length_it_uses_and_luhn(text: str, expected: str) -> None:
+    assert redact_texts([text], R).texts == [expected]
+
+
+def test_five_cards_among_timestamps_count_five() -> None:
+    cards = ["4111 1111 1111 1111", "5555 5555 5555 4444", "3782 822463 10005", "6011 1111 1111 1117",
+             "3530 1113 3330 0000"]
+    text = " ".join(f"at 1748503543012 card {c}" for c in cards) + " 1548138160707 1748503543012"
+    out = redact_texts([text], R)
+    assert out.counts == {"CARD": 5}
+    assert "1748503543012" in out.texts[0] and "1548138160707" in out.texts[0]
+
+
+# ---- phones -----------------------------------------------------------------------------------
+
+def test_national_phone_forms_follow_the_configured_regions() -> None:
+    uk, fr = "call 020 7946 0958", "appelle 06 12 34 56 78"
+    assert redact_texts([uk, fr], R).texts == [uk, fr]   # default regions: US only
+    assert redact_texts([uk, fr], R4).texts == ["call <PHONE_1>", "appelle <PHONE_2>"]
+    # international forms are found whatever the regions
+    assert redact_texts(["+44 20 7946 0958 or +33 6 12 34 56 78"], R).texts == ["<PHONE_1> or <PHONE_2>"]
+
+
+@pytest.mark.parametrize("regions", [["XX"], ["uk"], ["USA"], ["001"], [""]])
+def test_an_unknown_phone_region_is_refused_naming_it(regions: list[str]) -> None:
+    with pytest.raises(ValueError, match=re.escape(repr(regions[0]))):
+        RegexRedactor(phone_regions=regions)
+
+
+def test_phone_regions_are_checked_at_config_load() -> None:
+    cfg = load_config(None, ["ingest.redaction.phone_regions=[gb, FR]"])
+    assert cfg.ingest.redaction.phone_regions == ["GB", "FR"]
+    assert load_config(None).ingest.redaction.phone_regions == ["US"]
+    with pytest.raises(ConfigError, match=r"ingest\.redaction\.phone_regions.*'ZZ'"):
+        load_config(None, ["ingest.redaction.phone_regions=[GB, ZZ]"])
+
+
+# ---- IPv6 and encoded forms -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("A099::09C0:876A:130B", "<IP_1>"),
+    ("::ffff:192.0.2.128", "<IP_1>"),
+    ("[2001:db8::1]:443", "[<IP_1>]:443"),
+    ("2001:db8::1.", "<IP_1>."),
+    ("std::vector a::b :: 12:30:45", "std::vector a::b :: 12:30:45"),
+])
+def test_an_ipv6_address_is_one_placeholder(text: str, expected: str) -> None:
+    assert redact_texts([text], R).texts == [expected]
+
+
+def test_encoded_forms_of_one_address_share_its_placeholder() -> None:
+    out = redact_texts(["a jane@x.io", "b jane%40x.io", "c jane%2540x.io", "d jane\uff20x.io", "e ja\u200bne@x.io"], R)
+    assert out.texts == ["a <EMAIL_1>", "b <EMAIL_1>", "c <EMAIL_1>", "d <EMAIL_1>", "e <EMAIL_1>"]
+    assert out.counts == {"EMAIL": 5}
+
+
+def test_normalising_leaves_text_without_findings_byte_identical() -> None:
+    text = "caf\u00e9 \uff21 100%25 \u200b%41 \u00bd"
+    assert redact_texts([text], R).texts == [text]

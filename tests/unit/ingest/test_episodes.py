@@ -8,8 +8,8 @@ from rlanything.v1.ingest_pb2 import (Consent, EpisodeRecord, EpisodeStatus, Fee
                                       IngestMessage, Outcome, OUTCOME_SOURCE_USER)
 from services.common.redaction import RegexRedactor
 from services.ingest.episodes import (IngestError, advance, decide_upsert, new_record, place_feedback,
-                                      redact_episode, redact_feedback, status_of, user_hash, validate_episode,
-                                      validate_feedback)
+                                      redact_episode, redact_feedback, redactions_added, status_of, user_hash,
+                                      validate_episode, validate_feedback)
 
 S, ST = IngestAck.Status, EpisodeStatus.State
 R = RegexRedactor()
@@ -71,8 +71,20 @@ def test_redaction_covers_every_text_field_and_drops_the_user_ref() -> None:
     assert red.outcome.reference == "mail <EMAIL_1>" and red.labels["note"] == "from <EMAIL_1>"
     assert dict(red.redactions) == {"EMAIL": 3, "CARD": 1, "PHONE": 1}
     assert red.content_hash and red.content_hash == redact_episode(ep, R).content_hash
-    fb = redact_feedback(Feedback(feedback_id="f", episode_id="ep-1", kind=Feedback.KIND_TEXT, text="jane@x.io"), R)
-    assert fb.text == "<EMAIL_1>"
+    fb, counts = redact_feedback(Feedback(feedback_id="f", episode_id="ep-1", kind=Feedback.KIND_TEXT,
+                                          text="jane@x.io or jane%40x.io"), R)
+    assert fb.text == "<EMAIL_1> or <EMAIL_1>" and counts == {"EMAIL": 2}
+
+
+def test_the_metric_counts_what_a_revision_adds_not_what_it_repeats() -> None:
+    cards = "4111 1111 1111 1111, 5555 5555 5555 4444, 378282246310005, 6011111111111117, 3530111333300000"
+    first = redact_episode(episode(text=f"{cards} at 1748503543012 1548138160707 1748503543012"), R)
+    assert redactions_added(None, first) == {"CARD": 5}
+    rec = new_record(None, first, 100.0, settle_window_s=60, retention_days=30, user_hash_="h")
+    again = redact_episode(episode(revision=1, text=f"{cards} at 1748503543012 and jane@x.io"), R)
+    assert redactions_added(rec, again) == {"EMAIL": 1}
+    fewer = redact_episode(episode(revision=2, text="4111 1111 1111 1111"), R)
+    assert redactions_added(rec, fewer) == {}
 
 
 def test_user_hash_is_keyed_by_the_tenant_secret() -> None:
