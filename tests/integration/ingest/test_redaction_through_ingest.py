@@ -128,7 +128,7 @@ async def test_the_corpus_through_ingest_leaks_nothing_and_keeps_every_control(s
     for subject, data in traj_msgs:
         if subject.startswith(f"{Subjects.TRAJ_LIVE}."):
             traj = Trajectory.FromString(data)
-            responses[traj.trajectory_id.rsplit("/", 1)[1]] = traj.steps[0]
+            responses[traj.trajectory_id.split("/")[2]] = traj.steps[0]  # live/<tenant>/<episode>[/e<n>]
     wrong = [(eid, stored[eid].messages[0].content, want) for eid, want in expected.items()
              if [m.content for m in stored[eid].messages] != [want, want]]
     wrong += [(eid, responses[eid].response, want) for eid, want in expected.items()
