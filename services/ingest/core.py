@@ -60,6 +60,10 @@ def _status_name(status: int) -> str:
     return IngestAck.Status.Name(status).removeprefix("STATUS_").lower()
 
 
+_SWEEP_RETRIED: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, KeyWrongLastSequenceError)
+"""Errors a sweep logs and retries at the next one: NATS slow or away, or a record changed meanwhile."""
+
+
 def msg_id(*parts: object) -> str:
     """A JetStream message id (``Nats-Msg-Id``) from its parts; ``parts[1]`` is the tenant's erasure
     count, written only once there was an erasure (ids from before any erasure stay as they were)."""
@@ -501,6 +505,6 @@ class IngestCore:
         while True:
             try:
                 await self.sweep()
-            except (*CONNECTION_ERRORS, KeyWrongLastSequenceError) as exc:
+            except _SWEEP_RETRIED as exc:
                 log.warning("sweep failed; retrying", extra={"error": f"{type(exc).__name__}: {exc}"})
             await asyncio.sleep(self.cfg.sweep_every_s)
