@@ -318,13 +318,8 @@ class Trainer:
                                                                                    self.live_max_staleness)
         samples, live_samples = rollout.kept + live.kept, len(live.kept)
         stale = {f"stale/dropped/{family}": float(n) for family, n in sorted((rollout.dropped + live.dropped).items())}
-        if stale:
+        if stale:  # a version is announced even when nothing is left: its lineage lists every batch it consumed
             log.warning("dropped stale samples", extra={"role": self.role, "bound": self.max_staleness, **stale})
-        if not samples and stale and self.mode != "sync":  # nothing left to train: no new version
-            self.last_metrics = {**stale, "samples": 0.0, "round": float(round_), "batches": float(len(keys))}
-            await self._forget(keys, int(latest.version) if latest else 0)
-            self._export(self.last_metrics)
-            return
         version = (latest.version + 1) if latest else 1
         metrics, uri = await self.learner.learn(self.role, samples, recompute_old, version,
                                                 latest.uri if latest else None)
