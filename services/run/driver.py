@@ -29,6 +29,9 @@ FORMAT_COLLAPSED = 3
 """Exit code of a run stopped by the format-collapse guard (`services.run.guards`)."""
 USER_CONFIG = "run-config.yaml"
 """The run's config as given (plus cold-started model paths): what `--resume` restarts from."""
+ROUND_SETTLE_S = 30.0
+"""After a round's groups closed and its models trained: the longest wait (seconds) for the env to
+finish its curriculum decisions about the round's task reports before the round is recorded."""
 EVENT_DRAIN_S = 30.0
 """At the end of a run: the longest wait (seconds) for a shadow judge to finish the trajectories
 it has not judged yet, and then for the event log to catch up with the streams."""
@@ -72,7 +75,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
     done = read_rounds(run_dir / "metrics.jsonl")
     progress = RunProgress(first_round=len(done))  # the followers replay the store: a resume sees every round
     nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
-    watchers = await subscribe_progress(nc, progress)
+    feed = await subscribe_progress(nc, progress)
     recorder = await record_events(nc, run_dir) if config.logging.events else None
     await asyncio.to_thread(launcher.start_services)
     stop = asyncio.Event()
@@ -81,6 +84,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
         loop.add_signal_handler(sig, stop.set)
     started = time.monotonic()
     round_started = started
+    settle_deadline: float | None = None
     rounds = config.loop.rounds
     next_round = len(done)
     code = 0
@@ -92,6 +96,13 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
             rp = progress.round(next_round)
             if rp.complete(config.loop.mode):
                 now = time.monotonic()
+                settle_deadline = settle_deadline or now + ROUND_SETTLE_S
+                if not await feed.pool_settled():
+                    if now < settle_deadline:
+                        continue
+                    console.print(f"[yellow]round {next_round}: the env had not settled its curriculum decisions "
+                                  f"after {ROUND_SETTLE_S:g} s; the round's env/* counts may miss some[/yellow]")
+                settle_deadline = None
                 record = rp.record(progress.accepted_total, now - round_started)
                 if config.loop.mode == "async":  # versions are not tied to rounds: show the newest
                     for role, metrics in progress.latest_trained.items():
@@ -122,9 +133,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
         if config.launcher.shadow_judge:
             await _shadow_done(nc, config, console)
         await recorder.close(EVENT_DRAIN_S)
-    for w in watchers:
-        if isinstance(w, asyncio.Task):
-            w.cancel()
+    feed.cancel()
     await nc.close()
     return code
 

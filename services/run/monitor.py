@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import nats
@@ -27,7 +28,10 @@ from rlanything.v1.events_pb2 import ModelVersion, RolloutJob, RoundMetrics, Tas
 from services.common.streams import Subjects
 from services.run.progress import RunProgress
 
-__all__ = ["subscribe_progress", "StreamFollower", "wait_caught_up", "consumer_idle"]
+__all__ = ["subscribe_progress", "ProgressFeed", "StreamFollower", "wait_caught_up", "consumer_idle"]
+
+ENV_REPORTS_DURABLE = "env-task-reports"
+"""The env service's consumer of task reports (its curriculum decisions are made there)."""
 
 log = logging.getLogger("rlanything.run")
 
@@ -129,9 +133,41 @@ async def consumer_idle(js: Any, stream: str, durable: str) -> bool:
     return info.num_pending == 0 and info.num_ack_pending == 0
 
 
-async def subscribe_progress(nc: NATS, progress: RunProgress) -> list[Any]:
-    """Feed ``progress`` with every event of the loop; returns the subscriptions and follower tasks
-    (cancel the tasks to stop)."""
+@dataclass
+class ProgressFeed:
+    """What `subscribe_progress` started: core subscriptions, follower tasks, and the follower of
+    the task pool's decisions (to ask whether a round's decisions have all been counted)."""
+
+    watchers: list[Any]
+    """Subscriptions and follower tasks (cancel the tasks to stop)."""
+    pool: StreamFollower
+
+    async def pool_settled(self) -> bool:
+        """Whether the env has handled every task report stored so far (its consumer has none
+        pending or unacknowledged: a report is acked after its pool decisions are published; no
+        such consumer counts as settled) and
+        every pool decision stored so far has reached `RunProgress`. A round whose groups closed
+        is recorded only once this holds (or after a bound), else its ``env/requested_*`` counts
+        miss the decisions the env was still making about its last reports."""
+        js = self.pool.nc.jetstream()
+        try:
+            info = await js.consumer_info("REPORTS", ENV_REPORTS_DURABLE)
+        except nats.js.errors.NotFoundError:
+            info = None  # an env implementation that makes no curriculum decisions: nothing to wait for
+        except Exception:  # noqa: BLE001 - unknown means not settled
+            return False
+        idle = info is None or (info.num_pending == 0 and info.num_ack_pending == 0)
+        return idle and await self.pool.caught_up()
+
+    def cancel(self) -> None:
+        """Stop the follower tasks."""
+        for w in self.watchers:
+            if isinstance(w, asyncio.Task):
+                w.cancel()
+
+
+async def subscribe_progress(nc: NATS, progress: RunProgress) -> ProgressFeed:
+    """Feed ``progress`` with every event of the loop; returns what was started."""
 
     def by_id(kind: str) -> Callable[[Msg], None]:
         def handler(msg: Msg) -> None:
@@ -155,11 +191,12 @@ async def subscribe_progress(nc: NATS, progress: RunProgress) -> list[Any]:
         StreamFollower(nc, "TRAJ", Subjects.TRAJ_JUDGED, by_id("judged"), headers_only=True),
         StreamFollower(nc, "MODELS", "rla.models.>", decoded(ModelVersion, progress.on_version)),
         StreamFollower(nc, "METRICS", Subjects.METRICS_ROUND, decoded(RoundMetrics, progress.on_metrics)),
-        StreamFollower(nc, "REPORTS", Subjects.ENV_POOL, decoded(TaskPoolEvent, progress.on_pool)),
     ]
-    return [
+    pool = StreamFollower(nc, "REPORTS", Subjects.ENV_POOL, decoded(TaskPoolEvent, progress.on_pool))
+    followers.append(pool)
+    return ProgressFeed([
         await nc.subscribe(Subjects.ROLLOUT_JOBS, cb=live(decoded(RolloutJob, progress.on_job))),
         await nc.subscribe(Subjects.SAMPLES_POLICY, cb=live(by_id("policy_batches"))),
         await nc.subscribe(Subjects.SAMPLES_REWARD, cb=live(by_id("reward_batches"))),
         *[asyncio.create_task(f.run(), name=f"follow {f.stream} {f.subject}") for f in followers],
-    ]
+    ], pool)
