@@ -125,13 +125,14 @@ def sft(
 
     Budget and data come from ``policy.sft`` (episodes, steps, batch_size, lr, eval_episodes);
     the model from ``policy.model`` (``source: ''`` builds the tiny model with a tokenizer
-    trained on the family's own text).
+    trained on the family's own text). The demonstrations skip the run's held-out and OOD
+    instances (those of ``env.families`` and ``seed``).
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from services.env.families.registry import build_family
     from services.offline.policy_sft import run_sft
-    from services.run.coldstart import sft_lora
+    from services.run.coldstart import held_out_keys, sft_lora
 
     run_config = _load(config, overrides)
     try:
@@ -155,7 +156,8 @@ def sft(
 
         result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny, out, pcfg.rollout.history_steps,
                          run_config.seed, pcfg.sft.source or pcfg.model.source, report,
-                         lora=sft_lora(run_config), cache_dir=pcfg.model.cache_dir)
+                         lora=sft_lora(run_config), cache_dir=pcfg.model.cache_dir,
+                         excluded=held_out_keys(run_config, family))
     console.print(f"success before: {result.success_before:.3f}  after: {result.success_after:.3f}  "
                   f"({result.demonstrations} expert steps, {result.steps} optimizer steps, {result.seconds:.0f} s)")
     console.print(f"model saved to {result.model_dir}")

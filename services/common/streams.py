@@ -30,6 +30,7 @@ class Subjects:
     CRITIC_TASK = "rla.critic.task"            # TaskReport
     ENV_POOL = "rla.env.pool"                  # TaskPoolEvent
     METRICS_ROUND = "rla.metrics.round"        # RoundMetrics
+    METRICS_ENV = "rla.metrics.env"            # RoundMetrics of the env's round release (eval/overlap, redraws)
     INGEST_EPISODE = "rla.ingest.episode"      # IngestEpisode (redacted), one subject per tenant: .<tenant>
     INGEST_FEEDBACK = "rla.ingest.feedback"    # Feedback (redacted), .<tenant>
     INGEST_SETTLED = "rla.ingest.settled"      # SettledEpisode (redacted), .<tenant>

@@ -26,7 +26,8 @@ from services.common.bus import Delivery, EventBus
 from services.common.config import AdaptationConfig
 from services.common.errors import InvalidArgumentError, InvalidEventError
 from services.common.streams import Subjects
-from services.env.acceptance import VariantGate, live_verdict
+from services.env.acceptance import Verdict, VariantGate, live_verdict
+from services.env.disjoint import eval_clash
 from services.env.pool import TaskPool, spec_of
 from services.env.proposer import Proposer, moves_difficulty
 from services.env.slots import ref_of
@@ -159,7 +160,12 @@ class Adaptation:
         if not slot.HasField("pending") or slot.pending.version != report.task.version:
             return  # already resolved (a redelivered report)
         pending = slot.pending
-        verdict = self.gate.admit(pending.direction, pending.parent_acc, report.acc)
+        clash = None if slot.family == "live" else await asyncio.to_thread(  # live: its own held-out split
+            eval_clash, self.pool.family(slot.family), spec_of(slot.family, pending), slot.family in self.per_rollout,
+            await self.pool.held_out_keys())
+        # a candidate proposed before the rule (or by another process) that is an evaluation instance: refused
+        verdict = (Verdict(False, f"refused whatever its acc: {clash}") if clash is not None
+                   else self.gate.admit(pending.direction, pending.parent_acc, report.acc))
         await self.pool.resolve(slot.slot_id, pending.version, verdict.accepted)
         if verdict.accepted:  # the new active version's acc is its own candidate rollouts' acc
             await self.pool.record_acc(slot.slot_id, report.acc, report.round)
@@ -201,6 +207,11 @@ class Adaptation:
                 continue
             if plan is None:
                 why = "no winning plan (the oracle cannot solve it)"
+                continue
+            clash = await asyncio.to_thread(eval_clash, family, proposal.spec, slot.family in self.per_rollout,
+                                            await self.pool.held_out_keys())
+            if clash is not None:  # held out by construction: never trained on
+                plan, why = None, clash
                 continue
             if proposal.same_task or slot.family in self.per_rollout or (moves_difficulty(direction, parent_plan, plan)
                                       and not (proposal.reseed and plan == parent_plan)):

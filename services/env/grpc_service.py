@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 from rlanything.v1 import env_pb2, env_pb2_grpc
 
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
-from services.env.families.base import rollout_instance
+from services.env.disjoint import train_instance
 from services.env.pool import TaskPool, spec_of
 from services.env.sessions import SessionStore
 from services.env.slots import find_version, ref_of
@@ -26,7 +28,8 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         self.pool = pool
         self.sessions = sessions
         self.per_rollout = per_rollout
-        """Families whose train tasks give each rollout its own instance (`rollout_instance`)."""
+        """Families whose train tasks give each rollout its own instance (`disjoint.train_instance`:
+        redrawn while it is a held-out or OOD instance)."""
 
     @map_errors
     async def ListTasks(self, request: env_pb2.ListTasksRequest, context: grpc.aio.ServicerContext
@@ -62,8 +65,9 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         family = self.pool.family(slot.family)
         version = find_version(slot, request.task.version)
         spec = spec_of(slot.family, version)
-        if slot.split == "train" and slot.family in self.per_rollout:
-            spec = rollout_instance(spec, int(request.seed))
+        if slot.split == "train" and slot.family in self.per_rollout:  # its own instance, never an evaluation one
+            spec, _ = await asyncio.to_thread(train_instance, family, spec, int(request.seed), True,
+                                              await self.pool.held_out_keys())
         return await reset_episode(self.sessions, ref_of(slot, version), family, spec, int(request.seed))
 
     @map_errors

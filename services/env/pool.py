@@ -12,9 +12,10 @@ from rlanything.v1.env_pb2 import TaskSlot, TaskVersion
 from rlanything.v1.events_pb2 import TaskRef
 from nats.js.errors import KeyWrongLastSequenceError
 
-from services.common.config import EnvServiceConfig, FamilyConfig
+from services.common.config import EnvServiceConfig
 from services.common.errors import InvalidArgumentError, NotFoundError
 from services.common.kv import ProtoBucket
+from services.env.disjoint import EvalInstanceError, disjoint_instance, eval_keys, eval_specs, seed_splits, slot_seed
 from services.env.families.base import TaskFamily, TaskSpec
 from services.env.slots import find_version, resolve_pending, with_pending
 
@@ -54,6 +55,9 @@ class TaskPool:
     def __init__(self, bucket: ProtoBucket, families: Mapping[str, TaskFamily]) -> None:
         self.bucket = bucket
         self.families = families
+        self.held_out: frozenset[str] = frozenset()
+        """Instance keys of the run's held-out and OOD tasks (set by `seed`; `held_out_keys` waits for it)."""
+        self._held_out_ready = asyncio.Event()
 
     def family(self, name: str) -> TaskFamily:
         """The family adapter ``name``.
@@ -67,24 +71,42 @@ class TaskPool:
             raise InvalidArgumentError(f"task family {name!r} is not served here; "
                                        f"families: {sorted(self.families)}") from None
 
+    async def held_out_keys(self) -> frozenset[str]:
+        """The instance keys of the run's held-out and OOD tasks (`services.env.disjoint`), once
+        `seed` has computed them (waits until then)."""
+        await self._held_out_ready.wait()
+        return self.held_out
+
     async def seed(self, cfg: EnvServiceConfig, base_seed: int) -> int:
         """Create the configured seed slots that do not exist yet (idempotent); returns how many.
 
-        Games are generated (``prepare``) in a worker thread, off the request path.
+        First the evaluation keys (`disjoint.eval_keys` of every held-out and OOD task of the
+        config and seed), then the slots: a train slot whose task is an evaluation instance gets
+        the next derived seed instead (`disjoint.disjoint_instance`). Games are generated
+        (``prepare``) in a worker thread, off the request path.
+
+        Raises:
+            InvalidArgumentError: a seed task is not solvable, or a family's train knobs draw
+                nothing but evaluation instances (the message names the family and the knobs).
         """
-        created = 0
+        self.held_out = await asyncio.to_thread(eval_keys, self.families, eval_specs(cfg.families, base_seed))
+        self._held_out_ready.set()
+        created = redrawn = 0
         existing = set(await self.bucket.keys())
-        for fam_cfg in cfg.families:
-            if fam_cfg.type == "live":
-                continue  # its slots come from the ingest service's task candidates (`live_tasks`)
-            for split, count, knobs in self._splits(fam_cfg):
+        for index, fam_cfg in enumerate(cfg.families):
+            for split, count, knobs in seed_splits(fam_cfg):
                 for i in range(count):
                     slot_id = f"{fam_cfg.type}/{split}-{i:04d}"
                     if slot_key(slot_id) in existing:
                         continue
-                    offset = {"train": 0, "heldout": 1_000_000, "ood": 2_000_000}[split]
-                    spec = TaskSpec(fam_cfg.type, {k: float(v) for k, v in knobs.items()},
-                                    base_seed * 10_000_000 + offset + i)
+                    spec = TaskSpec(fam_cfg.type, knobs, slot_seed(base_seed, split, i))
+                    if split == "train":
+                        try:
+                            spec, redraws = await asyncio.to_thread(disjoint_instance, self.family(fam_cfg.type),
+                                                                    spec, self.held_out)
+                        except EvalInstanceError as exc:
+                            raise InvalidArgumentError(f"env.families[{index}] train slot {slot_id}: {exc}") from None
+                        redrawn += redraws > 0
                     plan = await asyncio.to_thread(self._checked_plan_length, spec)
                     if plan is None:
                         raise InvalidArgumentError(f"seed task {slot_id} ({spec.key()}) is not solvable")
@@ -98,14 +120,11 @@ class TaskPool:
                         created += 1
                     except KeyWrongLastSequenceError:
                         pass  # another env replica created it first
+        log.info("evaluation instances kept out of training",
+                 extra={"eval_instances": len(self.held_out), "train_slots_redrawn": redrawn})
         for warning in library_drift(await self.slots(), self.families):
             log.warning(warning)
         return created
-
-    @staticmethod
-    def _splits(cfg: FamilyConfig) -> list[tuple[str, int, dict[str, float]]]:
-        return [("train", cfg.train_slots, cfg.knobs), ("heldout", cfg.heldout_slots, cfg.knobs),
-                ("ood", cfg.ood_slots, cfg.ood_knobs or cfg.knobs)]
 
     def _checked_plan_length(self, spec: TaskSpec) -> int | None:
         family = self.family(spec.family)

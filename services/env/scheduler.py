@@ -26,20 +26,26 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
+from prometheus_client import Counter
 from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, CandidateCheck, ModelVersion,
-                                      RolloutJob, SamplingParams, TaskReport)
+                                      RolloutJob, RoundMetrics, SamplingParams, TaskReport)
 
 from services.common.bus import Delivery, EventBus
 from services.common.config import LoopConfig, SchedulerConfig
 from services.common.kv import ProtoBucket
 from services.common.streams import EVAL_SPLITS, Subjects
-from services.env.pool import TaskPool
-from services.env.slots import ref_of
+from services.env.disjoint import round_overlap
+from services.env.pool import TaskPool, spec_of
+from services.env.slots import find_version, ref_of
 
 __all__ = ["Scheduler", "round_ready", "band_weights", "drawable", "weighted_sample", "candidate_key",
            "candidate_released"]
 
 log = logging.getLogger("rlanything.env.scheduler")
+EVAL_OVERLAP = Counter("rla_env_eval_overlap_total",
+                       "Train instances released that are held-out or OOD instances (0 by construction).")
+REDRAWN = Counter("rla_env_instances_redrawn_total",
+                  "Per-rollout train instances drawn again because they were held-out or OOD instances.")
 T = TypeVar("T")
 
 
@@ -108,7 +114,9 @@ class Scheduler:
 
     def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
                  cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event, loop: LoopConfig | None = None,
-                 accept_band: tuple[float, float] = (0.2, 0.8)) -> None:
+                 accept_band: tuple[float, float] = (0.2, 0.8), per_rollout: frozenset[str] = frozenset()) -> None:
+        self.per_rollout = per_rollout
+        """Families whose train rollouts each play their own instance (counted per rollout in ``eval/overlap``)."""
         self.pool_ready = pool_ready
         """Set once every configured slot exists: no round is released from a partial pool (TextWorld
         games compile for minutes while model versions already arrive)."""
@@ -239,6 +247,7 @@ class Scheduler:
                 if slot.split in EVAL_SPLITS:
                     jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng,
                                           self.cfg.eval_group_size))
+        await self._publish_overlap(round_, every, jobs)
         stored = set()  # not a duplicate of a publish before a crash: these jobs run (again) and report
         for job in jobs:
             job.jobs_in_round = len(jobs)
@@ -266,6 +275,27 @@ class Scheduler:
         log.info("round released", extra={"round": round_, "jobs": len(jobs),
                                           "candidates": sum(j.is_candidate for j in jobs)})
         return len(jobs)
+
+    async def _publish_overlap(self, round_: int, slots: Sequence[TaskSlot], jobs: Sequence[RolloutJob]) -> None:
+        """Publish what the round's train jobs play against the evaluation instances
+        (`disjoint.round_overlap`: ``eval/overlap``, 0 by construction) on ``rla.metrics.env``."""
+        by_id = {s.slot_id: s for s in slots}
+        drawn = []
+        for job in jobs:
+            if job.split != "train":
+                continue
+            slot = by_id[job.task.slot_id]
+            version = find_version(slot, job.task.version)
+            drawn.append((self.pool.family(slot.family), spec_of(slot.family, version), list(job.seeds),
+                          slot.family in self.per_rollout))
+        values = await asyncio.to_thread(round_overlap, drawn, await self.pool.held_out_keys())
+        EVAL_OVERLAP.inc(values["eval/overlap"])
+        REDRAWN.inc(values["env/redrawn_instances"])
+        if values["eval/overlap"]:
+            log.warning("train jobs play held-out or OOD instances", extra={"round": round_, **values})
+        await self.bus.publish(Subjects.METRICS_ENV, RoundMetrics(round=round_, values=values,
+                                                                  published_unix_s=time.time()),
+                               msg_id=f"env/{round_}")
 
     def is_eval_round(self, round_: int) -> bool:
         """Held-out and OOD slots are rolled out every ``eval_every`` rounds and in the last one."""

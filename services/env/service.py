@@ -51,7 +51,8 @@ class EnvService(Service):
         models = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_models", ModelVersion)
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
                                    self.pool_ready, self.config.loop,
-                                   accept_band=(self.cfg.adaptation.band_low, self.cfg.adaptation.band_high))
+                                   accept_band=(self.cfg.adaptation.band_low, self.cfg.adaptation.band_high),
+                                   per_rollout=self.per_rollout)
         self.live: LiveTasks | None = None
         live_family = self.families.get("live")
         if isinstance(live_family, LiveFamily):  # tasks from a product's real failures (ingest)

@@ -24,6 +24,7 @@ from rlanything.v1.events_pb2 import Trajectory
 
 from services.common.config import FamilyConfig, JudgeSFTConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
+from services.env.disjoint import disjoint_specs
 from services.env.families.base import TaskFamily, TaskSpec
 from services.offline.expert import Demonstration
 from services.offline.policy_sft import build_tiny_for, supervised_train
@@ -108,19 +109,23 @@ def build_tiny_judge(trajectories: Sequence[Trajectory], out_dir: Path, tiny: Ti
 def run_judge_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: JudgeSFTConfig, tiny: TinyModelConfig,
                   out_dir: Path, settings: JudgeSettings = JudgeSettings(), votes: int = 3, temperature: float = 0.8,
                   source: str = "", seed: int = 0, history_steps: int = 2,
-                  progress: Callable[[str, float], None] | None = None) -> JudgeSFTResult:
+                  progress: Callable[[str, float], None] | None = None,
+                  excluded: frozenset[str] = frozenset()) -> JudgeSFTResult:
     """The whole cold start; saves the trained judge to ``out_dir`` (a Hugging Face directory).
 
     Args:
         source: starting weights; '' builds a tiny judge (tokenizer trained on the judge chats).
         progress: called with ``("before", acc)``, ``("step", n)``, ``("after", acc)``.
+        excluded: instance keys the training episodes skip (the run's held-out and OOD instances,
+            `services.env.disjoint.disjoint_specs`).
 
     Raises:
         ValueError: the family gives no labelled steps (e.g. single-turn tasks).
+        EvalInstanceError: too few seeds give an instance outside ``excluded``.
     """
     start = time.perf_counter()
-    train = record_groups(family, judge_specs(fam_cfg, sft.episodes, TRAIN_SEED_BASE), 1, sft.expert_prob, seed,
-                          history_steps, prefix="sft")
+    specs = disjoint_specs(family, fam_cfg.knobs, sft.episodes, TRAIN_SEED_BASE, excluded)
+    train = record_groups(family, specs, 1, sft.expert_prob, seed, history_steps, prefix="sft")
     held_out = record_groups(family, judge_specs(fam_cfg, sft.eval_episodes, EVAL_SEED_BASE), 1, sft.expert_prob,
                              seed + 1, history_steps, prefix="eval")
     examples, flipped = judge_examples(train, sft.label_noise, random.Random(seed), settings)

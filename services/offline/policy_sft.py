@@ -25,6 +25,7 @@ from services.common.models.generation import HFGenerator
 from services.common.models.loading import resolve_model_path
 from services.common.models.merging import MergingGenerator
 from services.common.models.tiny import build_tiny_model, train_tokenizer
+from services.env.disjoint import disjoint_specs
 from services.env.families.base import TaskFamily, TaskSpec
 from services.offline.local_env import LocalEnvClient
 from services.offline.expert import Demonstration, expert_demonstrations_async, run_sync
@@ -60,11 +61,20 @@ def held_out_specs(cfg: FamilyConfig, n: int) -> list[TaskSpec]:
     return _specs(cfg, n, EVAL_SEED_BASE)
 
 
-def demonstrations(family: TaskFamily, cfg: FamilyConfig, episodes: int, history_steps: int) -> list[Demonstration]:
-    """Expert steps of ``episodes`` training tasks of the family."""
+def demonstrations(family: TaskFamily, cfg: FamilyConfig, episodes: int, history_steps: int,
+                   excluded: frozenset[str] = frozenset()) -> list[Demonstration]:
+    """Expert steps of ``episodes`` training tasks of the family: seeds from `TRAIN_SEED_BASE` on,
+    skipping those whose instance is in ``excluded`` (the run's held-out and OOD instance keys,
+    `services.env.disjoint`).
+
+    Raises:
+        EvalInstanceError: too few seeds give an instance outside ``excluded``.
+    """
+    specs = disjoint_specs(family, cfg.knobs, episodes, TRAIN_SEED_BASE, excluded)
+
     async def play() -> list[Demonstration]:
         demos: list[Demonstration] = []
-        for spec in _specs(cfg, episodes, TRAIN_SEED_BASE):
+        for spec in specs:
             demos.extend(await expert_demonstrations_async(family, spec, history_steps))
         return demos
 
@@ -163,13 +173,15 @@ def merge_sft_adapters(wrapped: torch.nn.Module) -> torch.nn.Module:
 def run_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: SFTConfig, tiny: TinyModelConfig, out_dir: Path,
             history_steps: int = 2, seed: int = 0, source: str = "",
             progress: Callable[[str, float], None] | None = None, lora: LoraSettings | None = None,
-            cache_dir: str = ".cache/models", eval_tokens: int = 16) -> SFTResult:
+            cache_dir: str = ".cache/models", eval_tokens: int = 16,
+            excluded: frozenset[str] = frozenset()) -> SFTResult:
     """The whole cold start; saves the trained model to ``out_dir`` (a Hugging Face directory, full weights).
 
     ``source`` '' builds the tiny model; otherwise it is loaded (`load_model`, cached under
     ``cache_dir``) and fine-tuned in full, or with ``lora`` adapters merged before saving. Success is
     measured on ``sft.eval_episodes`` held-out tasks at temperature 0.8 with ``eval_tokens`` new tokens
-    per answer, before and after.
+    per answer, before and after. The demonstrations skip the instances in ``excluded`` (the run's
+    held-out and OOD instance keys: `demonstrations`).
 
     Raises:
         ValueError: the family yields no expert demonstrations for these knobs; ``lora`` without a
@@ -179,7 +191,7 @@ def run_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: SFTConfig, tiny: Tin
     if lora is not None and not source:
         raise ValueError("LoRA SFT needs a pretrained source (the tiny model is fine-tuned in full)")
     start = time.perf_counter()
-    demos = demonstrations(family, fam_cfg, sft.episodes, history_steps)
+    demos = demonstrations(family, fam_cfg, sft.episodes, history_steps, excluded)
     if not demos:
         raise ValueError(f"no expert demonstrations for {fam_cfg.type} with knobs {fam_cfg.knobs}")
     base = source or str(build_tiny_for(demos, out_dir, tiny, seed))

@@ -2,9 +2,10 @@
 
 The policy is the tiny model built from the family, or the pretrained model named by
 ``policy.sft.source`` (e.g. ``smollm2``), fine-tuned in full or through LoRA adapters merged back
-(``policy.sft.lora_rank``). The cache key leaves out the run's seed: every seed of an experiment
-starts from the same cold-started models (as every run of the paper starts from the same instruct
-model).
+(``policy.sft.lora_rank``). Their training tasks skip the run's held-out and OOD instances
+(`services.env.disjoint`), which depend on the run's seed: with such slots the cache key holds the
+seed, so each seed of an experiment has its own cold start, shared by every run of that seed (the
+rows of a comparison); without them the key leaves the seed out and all seeds share one.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from pathlib import Path
 
 from services.common.build_once import build_once
 from services.common.config import FamilyConfig, LoraSettings, RunConfig
+from services.env.families.base import TaskFamily
 from services.reward.judge_prompt import PROMPT_FORMAT
 
 __all__ = ["coldstart_policy", "coldstart_judge", "config_hash", "coldstart_errors", "policy_needs_coldstart",
-           "policy_coldstart_dir", "sft_lora"]
+           "policy_coldstart_dir", "sft_lora", "held_out_keys"]
 
 
 def config_hash(*parts: object) -> str:
@@ -36,6 +38,33 @@ learns from."""
 
 def _family_key(fam_cfg: FamilyConfig) -> dict:
     return fam_cfg.model_dump(mode="json", exclude=_POOL_ONLY)
+
+
+def _eval_families(config: RunConfig, kind: str = "") -> list[FamilyConfig]:
+    """The family entries of type ``kind`` (default: the cold start's, ``env.families[0]``) that seed
+    held-out or OOD slots."""
+    kind = kind or config.env.families[0].type
+    return [f for f in config.env.families if f.type == kind and (f.heldout_slots or f.ood_slots)]
+
+
+def _held_out_part(config: RunConfig) -> list[dict]:
+    """What the cold start's training tasks are kept apart from, for the cache key: the held-out and
+    OOD slots of its family and the run's seed (they pick those tasks). Empty without such slots,
+    so those configs keep their keys (and share one cold start across seeds)."""
+    families = _eval_families(config)
+    if not families:
+        return []
+    return [{"disjoint_from": [f.model_dump(mode="json", include={"knobs", "heldout_slots", "ood_slots", "ood_knobs"})
+                               for f in families], "seed": config.seed}]
+
+
+def held_out_keys(config: RunConfig, family: TaskFamily) -> frozenset[str]:
+    """The instance keys of the run's held-out and OOD tasks of ``family`` (every ``env.families``
+    entry of its type), which the cold start's training tasks skip (`services.env.disjoint`);
+    builds those tasks (TextWorld: compiles the games, cached in ``env.cache_dir``)."""
+    from services.env.disjoint import eval_keys, eval_specs
+
+    return eval_keys({family.name: family}, eval_specs(_eval_families(config, family.name), config.seed))
 
 
 _PRETRAINED_ONLY = {"source", "lora_rank"}
@@ -87,15 +116,17 @@ def _slug(source: str) -> str:
 def policy_coldstart_dir(config: RunConfig) -> Path:
     """Where the cold-started policy of ``config`` is cached: the family, the source (pretrained) and a
     hash of what the model depends on (family knobs, SFT settings with the source and LoRA rank, the
-    prompt's history, the tiny model's shape or the SFT adapters' target modules); never the seed."""
+    prompt's history, the tiny model's shape or the SFT adapters' target modules) and, when the family
+    has held-out or OOD slots, those slots and the seed: its demonstrations skip that seed's
+    evaluation instances (`_held_out_part`)."""
     pcfg = config.policy
     fam_cfg = config.env.families[0]
     if not pcfg.sft.source:
         key = config_hash(_family_key(fam_cfg), pcfg.sft.model_dump(mode="json", exclude=_PRETRAINED_ONLY),
-                          pcfg.model.tiny, pcfg.rollout.history_steps)  # seed-free: shared by seeds
+                          pcfg.model.tiny, pcfg.rollout.history_steps, *_held_out_part(config))
         return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
     targets = pcfg.ppo.lora.target_modules if pcfg.sft.lora_rank else []
-    key = config_hash(_family_key(fam_cfg), pcfg.sft, targets, pcfg.rollout.history_steps)
+    key = config_hash(_family_key(fam_cfg), pcfg.sft, targets, pcfg.rollout.history_steps, *_held_out_part(config))
     return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{_slug(pcfg.sft.source)}-{key}"
 
 
@@ -130,9 +161,11 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
 
     def build(tmp: Path) -> None:
         log(f"cold start: SFT of {what} on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
-        result = run_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, pcfg.sft, pcfg.model.tiny,
+        family = build_family(fam_cfg, config.env.cache_dir)
+        result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny,
                          tmp, pcfg.rollout.history_steps, seed=0, source=pcfg.sft.source, lora=sft_lora(config),
-                         cache_dir=pcfg.model.cache_dir, eval_tokens=config.env.scheduler.max_new_tokens)
+                         cache_dir=pcfg.model.cache_dir, eval_tokens=config.env.scheduler.max_new_tokens,
+                         excluded=held_out_keys(config, family))
         log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
             f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
 
@@ -152,15 +185,16 @@ def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
     settings = JudgeSettings.of(rcfg)
     key = config_hash(_family_key(fam_cfg), rcfg.sft, rcfg.model.tiny, rcfg.votes, rcfg.temperature, rcfg.prompt_chars,
                       rcfg.field_chars, rcfg.max_new_tokens, config.policy.rollout.history_steps,
-                      PROMPT_FORMAT)  # a new prompt layout needs a newly trained judge
+                      PROMPT_FORMAT, *_held_out_part(config))  # a new prompt layout needs a newly trained judge
     out = Path(config.launcher.coldstart_dir) / f"judge-{fam_cfg.type}-{key}"
 
     def build(tmp: Path) -> None:
         log(f"cold start: SFT of the tiny judge on oracle step labels with {rcfg.sft.label_noise:.0%} label noise "
             f"({rcfg.sft.steps} steps)")
-        result = run_judge_sft(build_family(fam_cfg, config.env.cache_dir), fam_cfg, rcfg.sft, rcfg.model.tiny, tmp,
+        family = build_family(fam_cfg, config.env.cache_dir)
+        result = run_judge_sft(family, fam_cfg, rcfg.sft, rcfg.model.tiny, tmp,
                                settings, rcfg.votes, rcfg.temperature, "", 0,
-                               config.policy.rollout.history_steps)
+                               config.policy.rollout.history_steps, excluded=held_out_keys(config, family))
         log(f"cold-started judge: step accuracy {result.before.step_accuracy:.2f} -> "
             f"{result.after.step_accuracy:.2f} vs oracle labels ({result.after.labelled_steps} held-out steps)")
 

@@ -191,6 +191,7 @@ async def subscribe_progress(nc: NATS, progress: RunProgress) -> ProgressFeed:
         StreamFollower(nc, "TRAJ", Subjects.TRAJ_JUDGED, by_id("judged"), headers_only=True),
         StreamFollower(nc, "MODELS", "rla.models.>", decoded(ModelVersion, progress.on_version)),
         StreamFollower(nc, "METRICS", Subjects.METRICS_ROUND, decoded(RoundMetrics, progress.on_metrics)),
+        StreamFollower(nc, "METRICS", Subjects.METRICS_ENV, decoded(RoundMetrics, progress.on_env_metrics)),
     ]
     pool = StreamFollower(nc, "REPORTS", Subjects.ENV_POOL, decoded(TaskPoolEvent, progress.on_pool))
     followers.append(pool)

@@ -2,7 +2,8 @@
 
 A round is complete when the critic closed all of its groups (``critic/jobs_in_round``) and
 both models announced a version trained on it. Its record merges the critic's round metrics,
-both trainers' metrics (``policy/ppo/...``, ``reward/ppo/...``) and the environment's decisions.
+both trainers' metrics (``policy/ppo/...``, ``reward/ppo/...``), the environment's decisions and its
+counts of the round's release (``eval/overlap``: train instances that are held-out or OOD ones, 0).
 
 Where the time goes: the progress also stamps (monotonic seconds) when the round's first job,
 last trajectory, last judgement, last closed group and each model's version arrived; `phase_times`
@@ -218,6 +219,11 @@ class RunProgress:
             rp.trained[role] = dict(v.metrics)
             self.latest_trained[role] = dict(v.metrics)
             rp.stamp(f"trained_{role}", first=True)
+
+    def on_env_metrics(self, m: RoundMetrics) -> None:
+        """The env's counts of a round's release (``rla.metrics.env``: ``eval/overlap``, the train
+        instances drawn and redrawn) into that round's record."""
+        self.round(int(m.round)).env.update(dict(m.values))
 
     def on_pool(self, e: TaskPoolEvent) -> None:
         kind = _KIND.Name(e.kind).removeprefix("KIND_").lower()

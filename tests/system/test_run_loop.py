@@ -51,6 +51,8 @@ def test_two_rounds_close_all_three_loops(two_round_run: Path) -> None:
         assert r["counts/policy_batches"] == r["counts/reward_batches"] == jobs  # → samples ...
         assert r["critic/groups_complete"] == jobs
         assert r["policy/version"] == r["round"] + 1 and r["reward/version"] == r["round"] + 1  # → new versions
+        # held out by construction: no train instance of the round is a held-out or OOD map
+        assert r["eval/overlap"] == 0.0 and r["env/train_instances"] >= 4  # 4 train tasks (+ candidates), one map each
         for key in ("policy/success_train", "policy/success_heldout", "policy/success_ood", "env/in_band_share"):
             assert 0.0 <= r[key] <= 1.0, key
         # RM step accuracy is scored on judged steps the oracle labels; a round without any (this

@@ -113,3 +113,16 @@ def test_rlanything_up_serves_the_named_pretrained_model_not_a_tiny_one() -> Non
     config = _config(sft={"source": "smollm2"})
     fill_tiny_sources(config, ["policy"])
     assert config.policy.model.source == "smollm2"
+
+
+def test_with_eval_slots_the_seed_picks_the_cold_start_its_tasks_are_kept_apart_from() -> None:
+    """The cold start's tasks skip the run's held-out and OOD instances, which the seed picks."""
+    def config(seed: int, **family: object) -> RunConfig:
+        return RunConfig.model_validate({"seed": seed, "env": {"families": [{**FAMILY, **family}]},
+                                         "launcher": {"coldstart_dir": "/cache/coldstart"}})
+
+    held = {"heldout_slots": 100}
+    assert policy_coldstart_dir(config(0, **held)) != policy_coldstart_dir(config(1, **held))
+    assert policy_coldstart_dir(config(0, **held)) != policy_coldstart_dir(config(0))
+    assert policy_coldstart_dir(config(0, **held)) != policy_coldstart_dir(config(0, heldout_slots=50))
+    assert policy_coldstart_dir(config(0)) == policy_coldstart_dir(config(1))  # nothing held out: one for all seeds

@@ -93,3 +93,16 @@ def test_a_round_is_not_complete_while_its_judgements_are_still_being_read() -> 
     assert not rp.complete("async")
     progress.on_id("judged", "r0/job-0/1")
     assert rp.complete("async")
+
+
+def test_the_envs_release_counts_reach_the_rounds_record() -> None:
+    from rlanything.v1.events_pb2 import RoundMetrics
+
+    progress = RunProgress()
+    progress.on_env_metrics(RoundMetrics(round=2, values={"eval/overlap": 0.0, "env/train_instances": 96.0,
+                                                          "env/redrawn_instances": 41.0}))
+    progress.on_env_metrics(RoundMetrics(round=2, values={"eval/overlap": 0.0, "env/train_instances": 96.0,
+                                                          "env/redrawn_instances": 41.0}))  # a replay: the same
+    record = progress.round(2).record(accepted_total=0.0, wall_s=1.0)
+    assert (record["eval/overlap"], record["env/train_instances"], record["env/redrawn_instances"]) == (0.0, 96.0, 41.0)
+    assert "eval/overlap" not in progress.round(3).record(accepted_total=0.0, wall_s=1.0)

@@ -123,6 +123,18 @@ class TaskFamily(ABC):
             version = "unknown"
         return {"library": self.library, "library_version": version}
 
+    def instance_key(self, spec: TaskSpec) -> str:
+        """What the agent plays when it plays ``spec``, as a string: two specs with the same key are
+        the same instance (`services.env.disjoint` keeps every training instance's key out of the
+        held-out and OOD keys).
+
+        The default is the spec itself (family, knobs and seed, `TaskSpec.key`): right for families
+        where another seed or knob value gives another instance. A family whose different seeds can
+        build the same instance (a small map space, a question bank) overrides it with the content.
+        The key starts with the family name, so families never share keys.
+        """
+        return spec.key()
+
     def validate(self, spec: TaskSpec) -> None:
         """Check a spec's family and knobs.
 

@@ -227,6 +227,17 @@ class FrozenLakeFamily(TaskFamily):
         size = int(spec.knobs["size"])
         return list(generate_random_map(size=size, p=1.0 - float(spec.knobs["hole_prob"]), seed=spec.seed))
 
+    def instance_key(self, spec: TaskSpec) -> str:
+        """The map's rows, e.g. ``gym_text:SFFF/FHFH/FFFH/HFFG``: two seeds (or two ``hole_prob``
+        values) can build the same map, most often on small maps (200 held-out 4×4 slots hold ~150
+        distinct maps). ``slip`` and ``head_start`` are left out: they change the dynamics of the
+        same map, which is still the same map to remember.
+
+        Raises:
+            InvalidArgumentError: knobs out of bounds (`validate`).
+        """
+        return f"{self.name}:{'/'.join(self.map_for(spec))}"
+
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> FrozenLakeEpisode:
         """A new episode on the task's map; ``episode_seed`` draws the slips (none at slip 0)."""
         return FrozenLakeEpisode(self.map_for(spec), episode_seed, self.view, float(spec.knobs.get("slip", 0.0)),

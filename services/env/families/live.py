@@ -100,6 +100,11 @@ class LiveFamily(TaskFamily):
         self.tasks[seed] = task
         return seed
 
+    def instance_key(self, spec: TaskSpec) -> str:
+        """``live:<seed>``: the seed is already the task's content hash (`live_seed`); the ``hint``
+        knob shows a correction on the same task, so it is left out."""
+        return f"{self.name}:{spec.seed}"
+
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> LiveEpisode:
         """The live task of ``spec.seed``.
 

@@ -8,6 +8,7 @@ gold answer is the oracle's one-step plan.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from reasoning_gym.factory import DATASETS, create_curriculum
@@ -72,12 +73,27 @@ class ReasoningGymFamily(TaskFamily):
         self.knobs = (Knob("level", 0, float(top), 1,
                            description=f"global curriculum level of {dataset}"),)
 
-    def make_episode(self, spec: TaskSpec, episode_seed: int) -> ReasoningGymEpisode:
-        """The question picked by the task seed at the task's curriculum level."""
+    def _question(self, spec: TaskSpec) -> tuple[Any, dict[str, Any]]:
+        """The dataset of ``spec`` and its one entry (question, gold answer, metadata)."""
         self.validate(spec)
         curriculum = create_curriculum(self.dataset_name)
         curriculum.set_global_level(int(spec.knobs["level"]))
         config = curriculum.generate_configuration({"seed": spec.seed, "size": 1})
         dataset_cls, _ = DATASETS[self.dataset_name]
         dataset = dataset_cls(config=config)
-        return ReasoningGymEpisode(dataset, dataset[0])
+        return dataset, dataset[0]
+
+    def make_episode(self, spec: TaskSpec, episode_seed: int) -> ReasoningGymEpisode:
+        """The question picked by the task seed at the task's curriculum level."""
+        return ReasoningGymEpisode(*self._question(spec))
+
+    def instance_key(self, spec: TaskSpec) -> str:
+        """The dataset and a hash of the question and its gold answer: a level-0 curriculum holds
+        only a few hundred distinct questions, so different seeds (and levels) ask the same one.
+
+        Raises:
+            InvalidArgumentError: knobs out of bounds (`validate`).
+        """
+        _, entry = self._question(spec)
+        digest = hashlib.sha256(f"{entry['question']}\x1f{entry['answer']}".encode()).hexdigest()[:32]
+        return f"{self.name}:{self.dataset_name}:{digest}"

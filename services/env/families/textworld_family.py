@@ -10,6 +10,8 @@ shortens that list, which gives exact step labels for measuring the reward model
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -26,7 +28,7 @@ from textworld import EnvInfos
 from services.common.errors import InvalidArgumentError, RLAnythingError, TransientError
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
 
-__all__ = ["TextWorldFamily", "TextWorldEpisode", "clean_feedback", "is_chained", "CHAINED_REFUSAL"]
+__all__ = ["TextWorldFamily", "TextWorldEpisode", "clean_feedback", "is_chained", "game_identity", "CHAINED_REFUSAL"]
 
 _REQUEST_INFOS = EnvInfos(admissible_commands=True, policy_commands=True, won=True, lost=True,
                           objective=True, description=True, inventory=True, score=True)
@@ -59,6 +61,20 @@ def clean_feedback(text: str) -> str:
     while lines and _BANNER_LINE.match(lines[0]):
         lines.pop(0)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def game_identity(game: dict) -> str:
+    """A hash of what a TextWorld game is to the player (pure): its world's facts, its entities'
+    ids, types and names, and each quest's winning commands — not the generator's metadata (its
+    uuid names the seed), the grammar options or the randomly worded objective and descriptions.
+
+    Raises:
+        KeyError: ``game`` lacks ``world``, ``infos`` or ``quests`` (not a TextWorld ``game.json``).
+    """
+    entities = sorted((str(e.get("id")), str(e.get("type")), str(e.get("name"))) for _, e in game["infos"])
+    quests = [list(q.get("commands") or []) for q in game["quests"]]
+    blob = json.dumps({"world": game["world"], "entities": entities, "quests": quests}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 class TextWorldEpisode(Episode):
@@ -198,6 +214,16 @@ class TextWorldFamily(TaskFamily):
             os.replace(tmp / "game.z8", target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def instance_key(self, spec: TaskSpec) -> str:
+        """``textworld:`` and the game's `game_identity` (preparing it first): small worlds with a
+        short quest repeat across seeds.
+
+        Raises:
+            InvalidArgumentError, TransientError, RLAnythingError: as `prepare`.
+        """
+        self.prepare(spec)
+        return f"{self.name}:{game_identity(json.loads(self.game_file(spec).with_suffix('.json').read_text()))}"
 
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> TextWorldEpisode:
         """Start a play-through of ``spec`` (preparing it first if needed); ``episode_seed`` is unused.

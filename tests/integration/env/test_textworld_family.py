@@ -183,3 +183,9 @@ def test_a_chained_command_is_refused_and_changes_nothing(family: TextWorldFamil
         assert episode.step("take latchkey from basket").oracle_plan_length == 1  # the game goes on as before
     finally:
         episode.close()
+
+
+def test_an_instance_is_named_by_its_game_not_its_seed(family: TextWorldFamily, harder: TaskSpec) -> None:
+    key = family.instance_key(BASE)
+    assert re.fullmatch(r"textworld:[0-9a-f]{32}", key) and family.instance_key(BASE) == key
+    assert family.instance_key(harder) != key  # another quest on the same seed is another game

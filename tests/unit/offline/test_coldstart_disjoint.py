@@ -1,0 +1,32 @@
+"""The cold start's demonstrations skip the run's held-out and OOD instances (`services.env.disjoint`)."""
+
+from __future__ import annotations
+
+from services.common.config import FamilyConfig
+from services.env.disjoint import disjoint_specs
+from services.env.families.base import TaskSpec
+from services.env.families.gym_text import FrozenLakeFamily
+from services.offline.expert import expert_demonstrations
+from services.offline.policy_sft import TRAIN_SEED_BASE, demonstrations
+
+FAMILY = FrozenLakeFamily(view="map")  # the whole map in every chat: the demonstrations name their maps
+CFG = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
+
+
+def _maps(demos) -> set[str]:
+    """The start maps of the demonstrations' first steps (the agent 'A' on the start tile 'S')."""
+    firsts = [d.chat[-1]["content"] for d in demos if "You are at the start." in d.chat[-1]["content"]]
+    return {"/".join(line.replace(" ", "") for line in text.split("You are at the start.\n", 1)[1].splitlines()[:4])
+            .replace("A", "S") for text in firsts}
+
+
+def test_demonstrations_play_no_excluded_map_and_as_many_tasks() -> None:
+    plain = demonstrations(FAMILY, CFG, 12, 0)
+    first = [FAMILY.instance_key(TaskSpec("gym_text", dict(CFG.knobs), TRAIN_SEED_BASE + i)) for i in range(12)]
+    excluded = frozenset(first[::2])  # every other one of the plain tasks is "held out"
+    kept = demonstrations(FAMILY, CFG, 12, 0, excluded)
+    specs = disjoint_specs(FAMILY, CFG.knobs, 12, TRAIN_SEED_BASE, excluded)
+    assert len(specs) == 12 and [d.response for d in kept] == [
+        d.response for s in specs for d in expert_demonstrations(FAMILY, s, 0)]
+    held = {k.removeprefix("gym_text:") for k in excluded}
+    assert held <= _maps(plain) and not held & _maps(kept)
