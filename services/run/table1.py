@@ -13,7 +13,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Row", "ROWS", "COLUMNS", "summarize_run", "aggregate", "table_markdown", "curve_bands"]
+import numpy as np
+from scipy import stats
+
+__all__ = ["Row", "ROWS", "COLUMNS", "summarize_run", "aggregate", "table_markdown", "curve_bands", "PairedGain",
+           "paired_gains", "comparisons_markdown"]
 
 
 @dataclass(frozen=True)
@@ -118,3 +122,72 @@ def curve_bands(runs: Sequence[Sequence[Mapping[str, float]]], key: str) -> list
             if key in r:
                 by_round.setdefault(int(r["round"]), []).append(float(r[key]))
     return [(rnd, statistics.fmean(v), statistics.pstdev(v)) for rnd, v in sorted(by_round.items())]
+
+
+@dataclass(frozen=True)
+class PairedGain:
+    """A row's gain over the row above it, paired by seed: the mean over seeds of (this row's value −
+    the row above's value) and its 95% bootstrap confidence interval."""
+
+    row: str
+    above: str
+    key: str
+    seeds: tuple[int, ...]
+    """The seeds both rows have (each seed: the same cold start, held-out maps and round-0 draw)."""
+    mean: float
+    low: float
+    high: float
+
+    def verdict(self) -> str:
+        """One plain sentence: the gain holds (interval above 0), is reversed (below 0), or cannot be
+        told at this budget (the interval holds 0, or fewer than 2 paired seeds)."""
+        what = f"{self.row} vs {self.above} ({self.key}, {len(self.seeds)} paired seeds)"
+        if len(self.seeds) < 2 or math.isnan(self.low):
+            return f"{what}: cannot be told (fewer than 2 paired seeds)."
+        interval = f"{self.mean:+.3f}, 95% CI [{self.low:+.3f}, {self.high:+.3f}]"
+        if self.low > 0:
+            return f"{what}: holds ({interval})."
+        if self.high < 0:
+            return f"{what}: reversed ({interval})."
+        return f"{what}: cannot be told at this budget ({interval} holds 0)."
+
+
+def paired_gains(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]], key: str = "heldout",
+                 n_resamples: int = 10_000, rng_seed: int = 0) -> list[PairedGain]:
+    """Each row's gain over the row above it (`ROWS` order) in ``key``, paired by seed.
+
+    ``per_seed[row][seed]`` is `summarize_run` of that run. The interval resamples whole training
+    runs (seeds), not episodes: the percentile bootstrap of the mean paired difference
+    (`scipy.stats.bootstrap`, 95%, ``n_resamples`` resamples, seeded by ``rng_seed``). Seeds one row
+    lacks, or whose value is NaN, are left out of that pair.
+    """
+    out = []
+    for above, row in zip(ROWS, ROWS[1:]):
+        a, b = per_seed.get(above.key, {}), per_seed.get(row.key, {})
+        seeds = tuple(sorted(s for s in a.keys() & b.keys()
+                             if not math.isnan(a[s].get(key, math.nan)) and not math.isnan(b[s].get(key, math.nan))))
+        diffs = np.array([b[s][key] - a[s][key] for s in seeds], dtype=float)
+        if len(diffs) < 2:
+            mean = float(diffs.mean()) if len(diffs) else math.nan
+            out.append(PairedGain(row.key, above.key, key, seeds, mean, math.nan, math.nan))
+            continue
+        if np.ptp(diffs) == 0:  # every seed moved alike: the bootstrap distribution is that one value
+            low = high = float(diffs[0])
+        else:
+            ci = stats.bootstrap((diffs,), np.mean, confidence_level=0.95, n_resamples=n_resamples,
+                                 method="percentile", rng=np.random.default_rng(rng_seed)).confidence_interval
+            low, high = float(ci.low), float(ci.high)
+        out.append(PairedGain(row.key, above.key, key, seeds, float(diffs.mean()), low, high))
+    return out
+
+
+def comparisons_markdown(gains: Sequence[PairedGain]) -> str:
+    """The paired comparisons as a table and one plain sentence each."""
+    lines = ["| row | over | paired seeds | mean gain | 95% CI | verdict |", "|---|---|---:|---:|---|---|"]
+    for g in gains:
+        word = g.verdict().split(": ", 1)[1].split(" (")[0].rstrip(".")
+        ci = "–" if math.isnan(g.low) else f"[{g.low:+.3f}, {g.high:+.3f}]"
+        lines.append(f"| {g.row} | {g.above} | {len(g.seeds)} | {g.mean:+.3f} | {ci} | {word} |")
+    lines.append("")
+    lines += [f"- {g.verdict()}" for g in gains]
+    return "\n".join(lines) + "\n"

@@ -21,9 +21,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from services.run.report import read_rounds  # noqa: E402
-from services.run.table1 import ROWS, curve_bands, summarize_run, table_markdown  # noqa: E402
+from services.run.table1 import (  # noqa: E402
+    ROWS, comparisons_markdown, curve_bands, paired_gains, summarize_run, table_markdown)
 
-__all__ = ["run_table1"]
+__all__ = ["run_table1", "EARLIER"]
+
+EARLIER = "\n## Earlier measurements"
+"""A heading in the table file from which on the text is kept when the table is written again (earlier
+tables, kept for comparison)."""
 
 
 def _run_dir(out_dir: Path, row: str, seed: int) -> Path:
@@ -38,6 +43,7 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     per_row: dict[str, list[dict[str, float]]] = {}
+    per_seed: dict[str, dict[int, dict[str, float]]] = {}
     curves: dict[str, list[list[dict[str, float]]]] = {}
     failed = 0
     started = time.monotonic()
@@ -64,6 +70,7 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
             done += 1
             if records:
                 per_row.setdefault(row.key, []).append(summarize_run(records))
+                per_seed.setdefault(row.key, {})[seed] = per_row[row.key][-1]
                 curves.setdefault(row.key, []).append(records)
             say(f"  done {done}/{total} ({time.monotonic() - started:.0f} s elapsed)")
     header = (f"# Table 1 at CPU scale\n\nBase config `{config}`" + (f" with {' '.join(overrides)}" if overrides else "")
@@ -71,8 +78,15 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
               "Held-out/OOD: the last evaluation round (round 0's evaluation is the cold start). Train pool and RM "
               "step accuracy: mean of the last 3 rounds. In-band share: mean over the run. Written by "
               "`rlanything bench table1`.")
+    comparisons = ("\n## Each row against the row above, paired by seed\n\nThe final held-out success of a row minus "
+                   "that of the row above, per seed (both runs share the seed's cold start, held-out maps and round-0 "
+                   "draw); mean over seeds and its 95% percentile-bootstrap interval, resampling whole runs "
+                   "(`scipy.stats.bootstrap`, 10,000 resamples).\n\n" + comparisons_markdown(paired_gains(per_seed)))
+    earlier = ""
+    if table_path.exists() and EARLIER in table_path.read_text():
+        earlier = table_path.read_text()[table_path.read_text().index(EARLIER):]
     table_path.parent.mkdir(parents=True, exist_ok=True)
-    table_path.write_text(table_markdown(per_row, header))
+    table_path.write_text(table_markdown(per_row, header) + comparisons + earlier)
     _plot(curves, table_path.with_suffix(".png"))
     return failed
 

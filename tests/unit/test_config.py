@@ -108,3 +108,12 @@ def test_the_model_proposer_needs_a_text_family_and_a_server() -> None:
     config = load_config(None, ["env.families=[{type: live, knobs: {hint: 0}, proposer: model}]",
                                 "env.adaptation.model_proposer.base_url=http://127.0.0.1:8000/v1"])
     assert config.env.families[0].proposer == "model"
+
+
+def test_a_reproducible_run_generates_one_chat_per_call_in_sync_rounds() -> None:
+    config = load_config(None, ["loop.reproducible=true", "policy.max_batch=64", "reward.max_batch=32"])
+    assert (config.policy.max_batch, config.reward.max_batch) == (1, 1)
+    assert "max_batch: 1" in dump_config(config)  # the resolved config says what ran
+    assert load_config(None, ["policy.max_batch=64"]).policy.max_batch == 64  # off: as configured
+    with pytest.raises(ConfigError, match="loop.reproducible needs loop.mode 'sync'.*loop.mode='async'"):
+        load_config(None, ["loop.reproducible=true", "loop.mode=async"])

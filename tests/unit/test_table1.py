@@ -55,3 +55,41 @@ def test_curve_bands_by_round() -> None:
     bands = curve_bands([records((0.4, 0.6), 0.7, 0.5), records((0.2, 0.8), 0.7, 0.5)], "policy/success_heldout")
     assert [b[0] for b in bands] == [0, 2]
     assert bands[1][1] == pytest.approx(0.7) and bands[1][2] == pytest.approx(0.1)
+
+
+def _per_seed(values: dict[str, list[float]]) -> dict[str, dict[int, dict[str, float]]]:
+    return {row: {seed: {"heldout": v} for seed, v in enumerate(vs)} for row, vs in values.items()}
+
+
+def test_paired_gains_resample_seeds_and_say_holds_reversed_or_cannot_be_told() -> None:
+    from services.run.table1 import comparisons_markdown, paired_gains
+
+    # step_reward beats outcome on every seed by 0.05–0.15; rm_training is worse on every seed;
+    # full differs by +0.2 / −0.2 alternately (a mean near 0 with a wide spread)
+    per_seed = _per_seed({"outcome": [0.1, 0.2, 0.3, 0.4, 0.5],
+                          "step_reward": [0.2, 0.25, 0.45, 0.5, 0.6],
+                          "rm_training": [0.1, 0.2, 0.3, 0.4, 0.5],
+                          "full": [0.3, 0.0, 0.5, 0.2, 0.7]})
+    gains = {g.row: g for g in paired_gains(per_seed)}
+    step, rm, full = gains["step_reward"], gains["rm_training"], gains["full"]
+    assert (step.above, rm.above, full.above) == ("outcome", "step_reward", "rm_training")
+    assert step.seeds == (0, 1, 2, 3, 4)
+    assert step.mean == pytest.approx(0.1)
+    assert 0.05 <= step.low < step.mean < step.high <= 0.15  # inside the range of the differences
+    assert step.verdict().startswith("step_reward vs outcome (heldout, 5 paired seeds): holds")
+    assert rm.mean == pytest.approx(-0.1) and rm.high < 0 and "reversed" in rm.verdict()
+    assert full.low < 0 < full.high and "cannot be told at this budget" in full.verdict()
+    table = comparisons_markdown(list(gains.values()))
+    assert "| step_reward | outcome | 5 | +0.100 |" in table and "| holds |" in table
+
+
+def test_paired_gains_pair_only_seeds_both_rows_have() -> None:
+    from services.run.table1 import paired_gains
+
+    per_seed = _per_seed({"outcome": [0.1, 0.2, 0.3], "step_reward": [0.3, 0.4]})  # step_reward lacks seed 2
+    per_seed["outcome"][1]["heldout"] = math.nan  # and outcome's seed 1 has no evaluation
+    step = paired_gains(per_seed)[0]
+    assert step.seeds == (0,) and step.mean == pytest.approx(0.2)
+    assert math.isnan(step.low) and "cannot be told (fewer than 2 paired seeds)" in step.verdict()
+    same = paired_gains(_per_seed({"outcome": [0.1, 0.2], "step_reward": [0.15, 0.25]}))[0]
+    assert (same.low, same.high) == pytest.approx((0.05, 0.05)) and "holds" in same.verdict()

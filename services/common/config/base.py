@@ -101,3 +101,8 @@ class LoopConfig(StrictModel):
     mode: Literal["sync", "async"] = Field(
         "sync", description="sync: round r+1 waits for both models trained on round r; async: bounded jobs in flight.")
     rounds: int = Field(0, ge=0, description="Rounds to release (0 = until stopped).")
+    reproducible: bool = Field(
+        False, description="A run as a function of its seed alone: every generate call (policy and judge) holds "
+                           "one chat, so no float rounding depends on which chats happened to be batched together "
+                           "(sets policy.max_batch and reward.max_batch to 1; needs mode sync). Costs generation "
+                           "speed: see the README.")

@@ -44,6 +44,17 @@ class RunConfig(StrictModel):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")
+    def _reproducible_batches_of_one(self) -> "RunConfig":
+        """``loop.reproducible``: generate calls of one chat each, in synchronous rounds."""
+        if self.loop.reproducible:
+            if self.loop.mode != "sync":
+                raise ValueError(f"loop.reproducible needs loop.mode 'sync' (asynchronous rounds train on whatever "
+                                 f"has arrived, which is timing), got loop.mode={self.loop.mode!r}")
+            self.policy.max_batch = 1
+            self.reward.max_batch = 1
+        return self
+
+    @model_validator(mode="after")
     def _shadow_judge_is_a_judge(self) -> "RunConfig":
         """``launcher.shadow_judge`` must name the shadow and make a valid reward config."""
         if self.launcher.shadow_judge:
