@@ -2,8 +2,10 @@
 
 Each run is a separate ``rlanything run`` process (its own NATS store and services), so one run's
 crash cannot leak into another; a run that already has a complete ``metrics.jsonl`` in the bench
-folder is reused (an interrupted table continues where it stopped). All rows share the cached
-cold start: the cold-start cache key leaves out the seed and the ablation switches.
+folder is reused (an interrupted table continues where it stopped). The rows of one seed share
+that seed's cached cold start (the cache key leaves out the ablation switches; it holds the seed
+where the held-out maps depend on it), so rows compare seed by seed: `paired_gains` writes each
+row's gain over the row above with a bootstrap interval over the paired seeds.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
     started = time.monotonic()
     total = len(ROWS) * len(seeds)
     done = 0
-    for row in ROWS:
-        for seed in seeds:
+    for seed in seeds:  # seed by seed: an interrupted table has every row of its finished seeds
+        for row in ROWS:
             run_dir = _run_dir(out_dir, row.key, seed)
             records = read_rounds(run_dir / "metrics.jsonl")
             complete = (run_dir / "report.md").exists() and records
