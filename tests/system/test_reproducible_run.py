@@ -23,9 +23,10 @@ ROUNDS = 3
 
 
 def comparable(row: dict) -> dict[str, object]:
-    """A round's line without its wall-clock times (NaN as a string, so that equal NaNs compare equal)."""
+    """A round's line without its wall-clock times (``time/…``, ``policy/time/…``; NaN as a string, so
+    that equal NaNs compare equal)."""
     return {k: ("nan" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()
-            if not k.startswith("time/")}
+            if "time" not in k.split("/")}
 
 
 def sampled_text(run_dir: Path) -> dict[str, list[tuple[str, list[str]]]]:
