@@ -1,5 +1,5 @@
 """What ``loop.reproducible: true`` costs: the default config with and without it, started together
-(side by side on the same machine, so both see the same load), ``ROUNDS`` rounds each, seed 0.
+(side by side on the same machine, so both see the same load), ``ROUNDS`` rounds each, seed 1.
 
 Usage: ``python scripts/bench_reproducible.py [OUT.md] [ROUNDS]`` (default
 ``bench/reproducible.md``, 4 rounds). Compares the mean wall time per round over rounds 1.. (round
@@ -30,7 +30,8 @@ def main() -> None:
     procs = []
     for name, run_dir in runs.items():
         subprocess.run(["rm", "-rf", str(run_dir)], check=True)
-        cmd = [cli, "run", "configs/default.yaml", "--set", f"loop.rounds={rounds}", "--run-dir", str(run_dir)]
+        cmd = [cli, "run", "configs/default.yaml", "--set", f"loop.rounds={rounds}", "--set", "seed=1",
+               "--run-dir", str(run_dir)]
         if name == "reproducible":
             cmd += ["--set", "loop.reproducible=true"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
