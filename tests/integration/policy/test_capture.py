@@ -43,7 +43,7 @@ async def test_captured_completions_are_redacted_and_never_change_the_answer(
 
     def ask(**headers: str):
         return client.chat.completions.with_raw_response.create(
-            model="tiny", messages=CHAT, temperature=0, max_tokens=8, extra_headers=headers)
+            model="policy", messages=CHAT, temperature=0, max_tokens=8, extra_headers=headers)
 
     plain = ask()
     assert plain.headers["x-rla-capture"] == "off"
@@ -53,7 +53,7 @@ async def test_captured_completions_are_redacted_and_never_change_the_answer(
     assert ask(**{"X-RLA-Episode": "conv-2"}).headers["x-rla-capture"] == "rejected:no_consent"
     other = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
     raw = other.chat.completions.with_raw_response.create(
-        model="tiny", messages=CHAT, max_tokens=2, extra_headers={"X-RLA-Episode": "c", "X-RLA-Consent": "training"})
+        model="policy", messages=CHAT, max_tokens=2, extra_headers={"X-RLA-Episode": "c", "X-RLA-Consent": "training"})
     assert raw.headers["x-rla-capture"] == "rejected:unknown_tenant"
     with pytest.raises(BadRequestError) as err:
         ask(**{"X-RLA-Episode": "a b c", "X-RLA-Consent": "training"})

@@ -59,7 +59,7 @@ def test_top_logprobs_is_refused_by_name_and_content_null_is_accepted(client) ->
         *CHAT, {"role": "assistant", "content": None}, {"role": "user", "content": "again"}])
     assert answer.choices[0].message.role == "assistant"
     lp = client.chat.completions.create(model="tiny", messages=CHAT, max_tokens=4, logprobs=True).choices[0].logprobs
-    assert lp.content and all(t.bytes == list(t.token.encode()) for t in lp.content)
+    assert lp.content and all(t.bytes == list(t.token.encode()) for t in lp.content if "\ufffd" not in t.token)
 
 
 def test_a_seeded_request_answers_the_same_beside_concurrent_unseeded_ones(client) -> None:
