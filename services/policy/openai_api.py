@@ -56,6 +56,12 @@ from services.policy.token_pump import TokenPump, watch_disconnect
 __all__ = ["build_app"]
 
 log = logging.getLogger("rlanything.policy.openai")
+CHUNK_INTERVAL_S = 0.02
+"""Shortest time between two content chunks of a stream: a token is sent at once unless the
+previous chunk left less than this ago; tokens decoded meanwhile go out together in the next
+chunk. A decoder slower than 50 tokens/s (every real model on CPU) sends one chunk per token; a
+faster one is not slowed by the event loop waking for every token (the `hf` decoder and the loop
+share the interpreter)."""
 T = TypeVar("T")
 
 
@@ -276,7 +282,7 @@ async def _start_stream(request: Request, generator: Generator, chat: list[dict[
                         ) -> JSONResponse | StreamingResponse:
     """Start the generation and answer once its first token (or its failure) exists: a failure
     before the first byte is a JSON error; after it, the stream (`_events`)."""
-    pump = TokenPump(generator, chat, sampling, seed)
+    pump = TokenPump(generator, chat, sampling, seed, logprobs=req.logprobs)
     watcher = asyncio.ensure_future(watch_disconnect(request.receive, pump.stop))
     try:
         pump.start()
@@ -286,10 +292,10 @@ async def _start_stream(request: Request, generator: Generator, chat: list[dict[
         watcher.cancel()
         slot.close()
         raise
-    if first[0] == "error":
+    if first[0][0] == "error":
         watcher.cancel()
         slot.close()
-        return _error_response(first[1])
+        return _error_response(first[0][1])
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
     return StreamingResponse(_events(pump, first, watcher, slot, head, _builder(generator, sampling), req.logprobs,
                                      include_usage, capture),
@@ -300,7 +306,7 @@ def _sse(data: dict) -> str:
     return f"data: {json.dumps(data)}\n\n"
 
 
-async def _events(pump: TokenPump, first: tuple[Any, ...], watcher: asyncio.Future, slot: contextlib.ExitStack,
+async def _events(pump: TokenPump, first: list[tuple[Any, ...]], watcher: asyncio.Future, slot: contextlib.ExitStack,
                   head: dict, builder: ContentBuilder | None, logprobs: bool, include_usage: bool,
                   capture: Callable[[Completion, str], str]) -> AsyncIterator[str]:
     """The server-sent events of one streamed completion, as its tokens arrive (module docstring).
@@ -316,33 +322,42 @@ async def _events(pump: TokenPump, first: tuple[Any, ...], watcher: asyncio.Futu
     try:
         yield _sse({**head, "object": "chat.completion.chunk", **null_usage,
                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
-        item = first
+        batch, sent = first, time.monotonic()
         while True:
-            if item[0] == "token":
-                if builder is not None:
-                    delta = builder.push(item[1], item[2])
-                    if delta.text or delta.entries:
-                        yield chunk(delta.text, delta.entries)
-            elif item[0] == "done":
-                c: Completion = item[1]
-                if builder is None:
-                    content = c.text  # no tokenizer: the backend's text as it is, in one delta
-                    yield chunk(content, (), _finish(c, None))
-                else:
-                    delta = builder.finish()
-                    content = builder.text
-                    yield chunk(delta.text or None, delta.entries, _finish(c, builder))
-                if include_usage:
-                    yield _sse({**head, "object": "chat.completion.chunk", "choices": [], "usage": _usage(c)})
-                yield "data: [DONE]\n\n"
-                capture(c, content)  # delivered whole (the last event was handed to the server)
+            text, entries = "", []
+            for item in batch:  # the tokens that arrived since the last chunk go out in one chunk
+                if item[0] == "token":
+                    if builder is not None:
+                        delta = builder.push(item[1], item[2])
+                        text += delta.text
+                        entries.extend(delta.entries)
+                    continue
+                if item[0] == "done":
+                    c: Completion = item[1]
+                    if builder is None:
+                        content = text = c.text  # no tokenizer: the backend's text as it is, in one delta
+                    else:
+                        delta = builder.finish()
+                        content, text = builder.text, text + delta.text
+                        entries.extend(delta.entries)
+                    yield chunk(text or None, entries, _finish(c, builder))
+                    if include_usage:
+                        yield _sse({**head, "object": "chat.completion.chunk", "choices": [], "usage": _usage(c)})
+                    yield "data: [DONE]\n\n"
+                    capture(c, content)  # delivered whole (the last event was handed to the server)
+                    return
+                if text or entries:  # what was generated before the failure
+                    yield chunk(text, entries)
+                log.error("generation failed mid-stream", exc_info=item[1])
+                yield _sse(_internal(item[1]))
                 return
-            else:
-                exc = item[1]
-                log.error("generation failed mid-stream", exc_info=exc)
-                yield _sse(_internal(exc))
-                return
-            item = await pump.get()
+            if text or entries:
+                yield chunk(text, entries)
+                wait_s = CHUNK_INTERVAL_S - (time.monotonic() - sent)
+                if wait_s > 0:  # let a fast decoder's next tokens gather (one loop wake per chunk, not per token)
+                    await asyncio.sleep(wait_s)
+                sent = time.monotonic()
+            batch = await pump.get()
     finally:
         if not pump.finished:
             pump.stop()

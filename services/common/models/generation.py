@@ -127,11 +127,14 @@ class Generator(ABC):
         self.model_version = version
 
     def generate_stream(self, chat: Chat, sampling: Sampling, on_token: OnToken,
-                        cancel: threading.Event | None = None, seed: int | None = None) -> Completion:
+                        cancel: threading.Event | None = None, seed: int | None = None,
+                        logprobs: bool = True) -> Completion:
         """One chat's completion, reporting each token to ``on_token`` (row 0) as it is generated.
 
-        Default: the whole completion is generated, then its tokens are reported (a backend that
-        decodes step by step overrides this). Raises what `generate` raises, and what ``on_token`` raises.
+        ``logprobs`` False: ``on_token`` may get NaN for the log-prob (the completion's own
+        ``logprobs`` are unaffected). Default: the whole completion is generated, then its tokens
+        are reported (a backend that decodes step by step overrides this). Raises what `generate`
+        raises, and what ``on_token`` raises.
         """
         (c,) = self.generate([chat], sampling, cancel, None if seed is None else [seed])
         logprobs = c.logprobs if len(c.logprobs) == len(c.token_ids) else [float("nan")] * len(c.token_ids)
@@ -229,17 +232,20 @@ class HFGenerator(Generator):
         return encode_chat(self._loaded.tokenizer, chat)
 
     def generate_stream(self, chat: Chat, sampling: Sampling, on_token: OnToken,
-                        cancel: threading.Event | None = None, seed: int | None = None) -> Completion:
+                        cancel: threading.Event | None = None, seed: int | None = None,
+                        logprobs: bool = True) -> Completion:
         """`Generator.generate_stream`: each token is reported from inside the decoding loop."""
-        (c,) = self.generate([chat], sampling, cancel, None if seed is None else [seed], on_token=on_token)
+        (c,) = self.generate([chat], sampling, cancel, None if seed is None else [seed], on_token=on_token,
+                             on_token_logprobs=logprobs)
         return c
 
     @torch.no_grad()
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
                  cancel: threading.Event | None = None, seeds: Seeds = None,
-                 on_token: OnToken | None = None) -> list[Completion]:
+                 on_token: OnToken | None = None, on_token_logprobs: bool = True) -> list[Completion]:
         """`Generator.generate`; ``on_token`` (optional) is called for each row's tokens as they are
-        generated, up to and including its end-of-turn token."""
+        generated, up to and including its end-of-turn token, with their log-probs unless
+        ``on_token_logprobs`` is False (NaN then: the per-step log-softmax is skipped)."""
         check_seeds(chats, seeds)
         loaded = self._loaded
         tok = loaded.tokenizer
@@ -265,7 +271,8 @@ class HFGenerator(Generator):
             criteria.append(_StopOnEvent(cancel))
         if on_token is not None:  # after `sample` is decided: the tap is no sampler
             tap = _TokenTap(on_token, width, stop_ids)
-            processors = LogitsProcessorList([tap.logits, *(processors or [])])
+            if on_token_logprobs:
+                processors = LogitsProcessorList([tap.logits, *(processors or [])])
             criteria.append(tap)
         _acquire(loaded.lock, cancel)
         try:
@@ -431,7 +438,8 @@ class SeededSampler(LogitsProcessor):
 class _TokenTap(StoppingCriteria):
     """Reports each row's new token to ``on_token`` as it is generated (a stopping criterion is
     called right after the token is appended) with its log-prob at temperature 1, from the logits
-    `logits` (a logits processor placed first) saw at that step. Never stops a row itself."""
+    `logits` (a logits processor placed first) saw at that step — NaN when `logits` is not
+    installed. Never stops a row itself."""
 
     def __init__(self, on_token: OnToken, prompt_width: int, stop_ids: Sequence[int]) -> None:
         self.on_token = on_token
@@ -439,6 +447,7 @@ class _TokenTap(StoppingCriteria):
         self.stop_ids = set(stop_ids)
         self.logp_BV: torch.Tensor | None = None
         self.done: set[int] = set()
+        self.never: torch.Tensor | None = None
         tap = self
 
         class _Logits(LogitsProcessor):
@@ -449,15 +458,18 @@ class _TokenTap(StoppingCriteria):
         self.logits = _Logits()
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
-        if input_ids.shape[1] > self.width and self.logp_BV is not None:
-            last_B = input_ids[:, -1]
-            picked_B = self.logp_BV.gather(-1, last_B.unsqueeze(-1)).squeeze(-1).tolist()
-            for row, (token, logprob) in enumerate(zip(last_B.tolist(), picked_B)):
+        if self.never is None:
+            self.never = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if input_ids.shape[1] > self.width:
+            tokens = input_ids[:, -1].tolist()
+            logprobs = [float("nan")] * len(tokens) if self.logp_BV is None else \
+                self.logp_BV.gather(-1, input_ids[:, -1:]).squeeze(-1).tolist()
+            for row, token in enumerate(tokens):
                 if row not in self.done:
                     if token in self.stop_ids:
                         self.done.add(row)
-                    self.on_token(row, token, logprob)
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+                    self.on_token(row, token, logprobs[row])
+        return self.never
 
 
 class _StopOnEvent(StoppingCriteria):

@@ -87,7 +87,7 @@ class Faulty(HFGenerator):
     fail_after: int | None = -1  # -1: no failure
     ended: list[float]
 
-    def generate(self, chats, sampling, cancel=None, seeds=None, on_token=None):  # noqa: ANN001 - the base signature
+    def generate(self, chats, sampling, cancel=None, seeds=None, on_token=None, **kw):  # noqa: ANN001 - the base
         if self.fail_after is None:
             raise RuntimeError("injected: the model is gone")
         seen = 0
@@ -100,7 +100,7 @@ class Faulty(HFGenerator):
             on_token(row, token, logprob)
 
         try:
-            return super().generate(chats, sampling, cancel, seeds, tap if on_token else None)
+            return super().generate(chats, sampling, cancel, seeds, tap if on_token else None, **kw)
         finally:
             self.ended.append(time.monotonic())
 
