@@ -7,7 +7,8 @@ completes text, a last chunk with ``finish_reason``, with ``stream_options.inclu
 chunk with the usage (empty ``choices``), then ``data: [DONE]``. Text is held back only while it
 may still be the start of a stop string (and while a character's bytes are incomplete), so the
 concatenated deltas are exactly the non-streamed text (both are built by
-`services.common.models.detokenize.ContentBuilder`). A client that hangs up cancels the
+`services.common.models.detokenize.ContentBuilder`); tokens decoded within `CHUNK_INTERVAL_S` of
+the previous chunk go out together in the next one. A client that hangs up cancels the
 generation within one decoding step (`hf`).
 
 Errors are OpenAI error bodies (``{"error": {"message", "type", "param", "code"}}``) with a 4xx/5xx
