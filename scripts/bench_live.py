@@ -145,7 +145,7 @@ def bench_capture(tmp: Path) -> tuple[list[float], list[float]]:
                 headers = {"X-RLA-Episode": f"c-{i}", "X-RLA-Consent": "training"} if i % 2 else {}
                 start = time.perf_counter()
                 raw = client.chat.completions.with_raw_response.create(
-                    model="tiny", messages=chat, temperature=0, max_tokens=8, extra_headers=headers)
+                    model="policy", messages=chat, temperature=0, max_tokens=8, extra_headers=headers)
                 elapsed = time.perf_counter() - start
                 assert raw.headers["x-rla-capture"] == ("queued" if headers else "off")
                 if i >= 10:  # warm-up

@@ -90,7 +90,8 @@ class PolicyService(Service):
                                                    live.redaction.phone_regions), self.cfg.capture.queue_size)
                 keys = live.tenant_keys()
                 self.background.append(asyncio.create_task(capturer.run(bus), name="capture"))
-            http = embedded_server(build_app(self.generator, self.source, capturer, keys, self.admission),
+            http = embedded_server(build_app(self.generator, self.source, capturer, keys, self.admission,
+                                             self.cfg.openai_model_names),
                                    self.cfg.server.host, port)
             self.http = http
             self.background.append(asyncio.create_task(http.serve(), name="openai-http"))

@@ -91,7 +91,7 @@ def reward_model(request: pytest.FixtureRequest, contract_nats: NatsServer, cont
             procs.append(_start("policy", {"role": "rollout", "openai_port": http, "model": {"source": model},
                                            "checkpoint_dir": str(contract_dir / "ckpt")}, contract_nats, contract_dir))
             procs.append(_reward("openai", contract_nats, contract_dir,
-                                 {"openai_base_url": f"http://127.0.0.1:{http}/v1", "openai_model": "tiny"}))
+                                 {"openai_base_url": f"http://127.0.0.1:{http}/v1", "openai_model": "policy"}))
         yield RewardModelUnderTest(procs[-1].address, VOTES, deterministic_oracle=backend == "oracle")
     finally:
         _stop(*reversed(procs))

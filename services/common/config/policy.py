@@ -59,6 +59,10 @@ class PolicyServiceConfig(ServiceConfig):
     sft: PolicySFTConfig = Field(default_factory=PolicySFTConfig)
     checkpoint_dir: str = Field("runs/checkpoints", description="Shared checkpoint store (a volume in k8s).")
     openai_port: int = Field(8000, ge=0, le=65535, description="OpenAI-compatible HTTP port (0 = free port).")
+    openai_model_names: list[str] = Field(
+        ["policy"], description="Names a request's `model` may use on the OpenAI endpoint besides policy.model.source "
+                                "(all listed by GET /v1/models); any other name gets 404 model_not_found, a "
+                                "missing or empty `model` means the served model.")
     max_batch: int = Field(64, ge=1, description="Chats per generate call.")
     max_pending_requests: int = Field(
         64, ge=1, description="Generation requests (HTTP and gRPC together) in progress at once; more are refused "

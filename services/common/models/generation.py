@@ -15,6 +15,11 @@ A call can be cancelled: ``generate(..., cancel=event)`` returns early with `Gen
 once ``event`` is set (the `hf` backend checks it before every new token and while it waits for the
 model); `generate_async` sets it when the awaiting task is cancelled (a gRPC deadline, a client
 that hung up), so abandoned work stops within one token and no later request waits behind it.
+
+One chat can be streamed: ``generate_stream(chat, sampling, on_token, ...)`` calls
+``on_token(row, token_id, logprob)`` for each token as it is generated (`hf`: from inside the
+decoding loop, before the next token is computed; other backends: after the whole completion, until
+they stream natively) and returns the same `Completion` as `generate`.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +43,16 @@ from services.common.seeding import derive_seed
 
 __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "Chat", "eos_ids",
            "cut_at_eos", "GenerationCancelled", "generate_async", "check_context", "encode_chat", "shared_rows",
-           "shared_prefill", "Seeds", "check_seeds", "SeededSampler"]
+           "shared_prefill", "Seeds", "check_seeds", "SeededSampler", "OnToken"]
 
 hf_logging.disable_progress_bar()
 Chat = Sequence[dict[str, str]]
 """A chat: ``[{"role": "user", "content": "..."}, ...]``."""
 Seeds = Sequence[int | None] | None
 """Per-chat sampling seeds (one per chat; None in the list: that chat is not seeded), or None."""
+OnToken = Callable[[int, int, float], None]
+"""Called as ``on_token(row, token_id, logprob)`` for each generated token (log-prob in nats, at
+temperature 1; NaN when the backend has none); an exception it raises ends the generation."""
 
 
 def check_seeds(chats: Sequence[Chat], seeds: Seeds) -> None:
@@ -117,6 +125,22 @@ class Generator(ABC):
     def load_version(self, path: str, version: int) -> None:
         """Serve checkpoint ``path`` as ``version`` from the next call on (default: no weights)."""
         self.model_version = version
+
+    def generate_stream(self, chat: Chat, sampling: Sampling, on_token: OnToken,
+                        cancel: threading.Event | None = None, seed: int | None = None,
+                        logprobs: bool = True) -> Completion:
+        """One chat's completion, reporting each token to ``on_token`` (row 0) as it is generated.
+
+        ``logprobs`` False: ``on_token`` may get NaN for the log-prob (the completion's own
+        ``logprobs`` are unaffected). Default: the whole completion is generated, then its tokens
+        are reported (a backend that decodes step by step overrides this). Raises what `generate`
+        raises, and what ``on_token`` raises.
+        """
+        (c,) = self.generate([chat], sampling, cancel, None if seed is None else [seed])
+        logprobs = c.logprobs if len(c.logprobs) == len(c.token_ids) else [float("nan")] * len(c.token_ids)
+        for token, logprob in zip(c.token_ids, logprobs):
+            on_token(0, token, logprob)
+        return c
 
 
 def eos_ids(tokenizer_eos: int | None, generation_eos: int | Sequence[int] | None) -> list[int]:
@@ -207,9 +231,21 @@ class HFGenerator(Generator):
         """Token ids of ``chat`` with the generation prompt appended (the chat template)."""
         return encode_chat(self._loaded.tokenizer, chat)
 
+    def generate_stream(self, chat: Chat, sampling: Sampling, on_token: OnToken,
+                        cancel: threading.Event | None = None, seed: int | None = None,
+                        logprobs: bool = True) -> Completion:
+        """`Generator.generate_stream`: each token is reported from inside the decoding loop."""
+        (c,) = self.generate([chat], sampling, cancel, None if seed is None else [seed], on_token=on_token,
+                             on_token_logprobs=logprobs)
+        return c
+
     @torch.no_grad()
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
-                 cancel: threading.Event | None = None, seeds: Seeds = None) -> list[Completion]:
+                 cancel: threading.Event | None = None, seeds: Seeds = None,
+                 on_token: OnToken | None = None, on_token_logprobs: bool = True) -> list[Completion]:
+        """`Generator.generate`; ``on_token`` (optional) is called for each row's tokens as they are
+        generated, up to and including its end-of-turn token, with their log-probs unless
+        ``on_token_logprobs`` is False (NaN then: the per-step log-softmax is skipped)."""
         check_seeds(chats, seeds)
         loaded = self._loaded
         tok = loaded.tokenizer
@@ -233,6 +269,11 @@ class HFGenerator(Generator):
         criteria: list[StoppingCriteria] = [_StopOnText(tok, sampling.stop, width)] if sampling.stop else []
         if cancel is not None:
             criteria.append(_StopOnEvent(cancel))
+        if on_token is not None:  # after `sample` is decided: the tap is no sampler
+            tap = _TokenTap(on_token, width, stop_ids)
+            if on_token_logprobs:
+                processors = LogitsProcessorList([tap.logits, *(processors or [])])
+            criteria.append(tap)
         _acquire(loaded.lock, cancel)
         try:
             cache = shared_prefill(loaded.model, input_ids, attention, prompts)
@@ -392,6 +433,43 @@ class SeededSampler(LogitsProcessor):
         token_B1 = order_BV.gather(1, rank_B1.to(order_BV.device))
         out = torch.full_like(scores, float("-inf"))
         return out.scatter_(1, token_B1, 0.0)
+
+
+class _TokenTap(StoppingCriteria):
+    """Reports each row's new token to ``on_token`` as it is generated (a stopping criterion is
+    called right after the token is appended) with its log-prob at temperature 1, from the logits
+    `logits` (a logits processor placed first) saw at that step — NaN when `logits` is not
+    installed. Never stops a row itself."""
+
+    def __init__(self, on_token: OnToken, prompt_width: int, stop_ids: Sequence[int]) -> None:
+        self.on_token = on_token
+        self.width = prompt_width
+        self.stop_ids = set(stop_ids)
+        self.logp_BV: torch.Tensor | None = None
+        self.done: set[int] = set()
+        self.never: torch.Tensor | None = None
+        tap = self
+
+        class _Logits(LogitsProcessor):
+            def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+                tap.logp_BV = scores.float().log_softmax(-1)
+                return scores
+
+        self.logits = _Logits()
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        if self.never is None:
+            self.never = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if input_ids.shape[1] > self.width:
+            tokens = input_ids[:, -1].tolist()
+            logprobs = [float("nan")] * len(tokens) if self.logp_BV is None else \
+                self.logp_BV.gather(-1, input_ids[:, -1:]).squeeze(-1).tolist()
+            for row, token in enumerate(tokens):
+                if row not in self.done:
+                    if token in self.stop_ids:
+                        self.done.add(row)
+                    self.on_token(row, token, logprobs[row])
+        return self.never
 
 
 class _StopOnEvent(StoppingCriteria):

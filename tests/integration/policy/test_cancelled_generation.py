@@ -97,14 +97,14 @@ def test_http_client_that_hangs_up_stops_generation(spawn_service, slow_model_di
     policy = spawn_service("policy", policy_yaml(slow_model_dir, tmp_path / "ckpt", role="rollout", http_port=port))
     client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
     chat = [{"role": "user", "content": PROMPT}]
-    client.chat.completions.create(model="m", messages=chat, temperature=0, max_tokens=1)  # warm-up
+    client.chat.completions.create(model="policy", messages=chat, temperature=0, max_tokens=1)  # warm-up
     with pytest.raises(APITimeoutError):
-        client.with_options(timeout=1.0).chat.completions.create(model="m", messages=chat, temperature=0,
+        client.with_options(timeout=1.0).chat.completions.create(model="policy", messages=chat, temperature=0,
                                                                  max_tokens=LONG)
     gone = time.monotonic()
     idle_after = seconds_until_idle(policy.proc.pid, gone)
     start = time.monotonic()
-    answer = client.chat.completions.create(model="m", messages=chat, temperature=0, max_tokens=1)
+    answer = client.chat.completions.create(model="policy", messages=chat, temperature=0, max_tokens=1)
     next_latency = time.monotonic() - start
     print(f"http: idle {idle_after:.2f} s after the client hung up; next 1-token call {next_latency:.3f} s")
     assert answer.usage.completion_tokens == 1

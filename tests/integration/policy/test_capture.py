@@ -43,7 +43,7 @@ async def test_captured_completions_are_redacted_and_never_change_the_answer(
 
     def ask(**headers: str):
         return client.chat.completions.with_raw_response.create(
-            model="tiny", messages=CHAT, temperature=0, max_tokens=8, extra_headers=headers)
+            model="policy", messages=CHAT, temperature=0, max_tokens=8, extra_headers=headers)
 
     plain = ask()
     assert plain.headers["x-rla-capture"] == "off"
@@ -53,7 +53,7 @@ async def test_captured_completions_are_redacted_and_never_change_the_answer(
     assert ask(**{"X-RLA-Episode": "conv-2"}).headers["x-rla-capture"] == "rejected:no_consent"
     other = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
     raw = other.chat.completions.with_raw_response.create(
-        model="tiny", messages=CHAT, max_tokens=2, extra_headers={"X-RLA-Episode": "c", "X-RLA-Consent": "training"})
+        model="policy", messages=CHAT, max_tokens=2, extra_headers={"X-RLA-Episode": "c", "X-RLA-Consent": "training"})
     assert raw.headers["x-rla-capture"] == "rejected:unknown_tenant"
     with pytest.raises(BadRequestError) as err:
         ask(**{"X-RLA-Episode": "a b c", "X-RLA-Consent": "training"})
@@ -75,3 +75,45 @@ async def test_captured_completions_are_redacted_and_never_change_the_answer(
     during = ask(**{"X-RLA-Episode": "conv-3", "X-RLA-Consent": "training"})
     assert during.parse().choices[0].message.content == plain.parse().choices[0].message.content
     assert during.headers["x-rla-capture"] == "queued"
+
+
+async def test_a_stream_is_captured_as_delivered_and_an_abandoned_one_not_at_all(
+        spawn_service, tiny_model_dir, tmp_path, bus: EventBus) -> None:
+    """Capture of ``stream: true`` (issue 37): the capture holds the content the client received; a
+    stream the client closed after two chunks is not captured (it used to be, whole)."""
+    import json
+
+    import httpx
+
+    port = free_port()
+    yaml_text = policy_yaml(tiny_model_dir, tmp_path / "ckpt", role="rollout", http_port=port).replace(
+        "policy: {", "policy: {capture: {enabled: true}, ") + f"ingest: {{tenants: {{acme: {{key: {KEY}}}}}}}\n"
+    spawn_service("policy", yaml_text)
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    chat = [{"role": "user", "content": "Task: walk to G.\nNow: A F G"}]
+
+    def stream(episode: str, max_tokens: int, chunks: int | None = None) -> str:
+        """The streamed content, reading at most ``chunks`` content chunks before hanging up."""
+        headers = {"Authorization": f"Bearer {KEY}", "X-RLA-Episode": episode, "X-RLA-Consent": "training"}
+        body = {"model": "policy", "messages": chat, "temperature": 1.0, "seed": 3, "max_tokens": max_tokens,
+                "stream": True}
+        text, seen = "", 0
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as r:
+            assert r.headers["x-rla-capture"] == "queued"
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    delta = (json.loads(line[6:])["choices"] or [{}])[0].get("delta", {})
+                    text += delta.get("content") or ""
+                    seen += bool(delta.get("content"))
+                    if chunks is not None and seen == chunks:
+                        break
+        return text
+
+    whole = stream("conv-s1", 12)
+    stream("conv-s2", 400, chunks=2)  # abandoned
+    stream("conv-s3", 6)
+    time.sleep(1.0)  # the abandoned stream's capture, had there been one, was queued before conv-s3's
+    got = await captures(bus, 2)
+    assert [c.episode_id for c in got] == ["conv-s1", "conv-s3"]
+    assert (await bus.js.stream_info("INGEST")).state.messages == 2
+    assert got[0].response == whole and list(got[0].response_token_ids)

@@ -24,7 +24,7 @@ _message = st.fixed_dictionaries({}, optional={
     "role": st.one_of(st.sampled_from(["system", "user", "assistant", "tool", "", "USER"]), _json),
     "content": _content, "name": st.text(max_size=10)})
 _fields = {
-    "model": st.one_of(st.sampled_from(["", "rlanything-policy", "gpt-4o", "unknown/model"]), _json),
+    "model": st.one_of(st.sampled_from(["", "policy", "policy", "rlanything-policy", "gpt-4o", "unknown/model"]), _json),
     "messages": st.one_of(st.lists(_message, max_size=4), st.just([]), _json),
     "max_tokens": st.one_of(st.integers(1, 16), st.integers(-10, 0), st.integers(4_000, 2**40), st.just(4096), _json),
     "max_completion_tokens": st.one_of(st.integers(1, 8), st.integers(10**6, 10**12), _json),

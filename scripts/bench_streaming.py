@@ -1,0 +1,239 @@
+"""Streaming on the OpenAI endpoint (hf backend, tiny model): time to first token, tokens/s
+streamed vs not, and how long the server keeps a CPU busy after a client hangs up.
+
+Usage: ``python scripts/bench_streaming.py [OUT.md]`` (default ``bench/streaming.md``; about 2
+minutes on a loaded 2-core machine). Builds the tiny FrozenLake policy of the tests (random
+weights: greedy decoding on the prompt below repeats a newline and never ends its turn, so a
+request for N tokens generates N — the "ignore end of turn" case), serves it in a separate process
+(uvicorn, one torch thread) and talks to it with `httpx` (the client's own parsing is not the
+server's speed):
+
+- time to first token: the first content delta of a ``max_tokens: 400`` stream vs of a
+  ``max_tokens: 1`` stream (goal ≤ 1.2×), alternating, medians of 9 each;
+- throughput: completion tokens / wall time of a streamed and a non-streamed request of
+  ``max_tokens: 400``, alternating, medians of 7 each (goal streamed ≥ 0.95× non-streamed);
+- after a disconnect: the client reads 5 content chunks of a 400-token stream and closes the
+  connection; seconds until the server process uses under 15 % of one core over a 0.25 s window
+  (goal ≤ 1 s), 3 times.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CHAT = [{"role": "user", "content": "Task: walk to G.\nNow: A F G\nActions:\n1. left\n2. right"}]
+LONG, THROUGHPUT_TOKENS = 400, 400
+TTFT_REPEATS, RATE_REPEATS = 9, 7
+
+
+def serve(model_dir: str, port: int) -> None:
+    """The server process: the policy's OpenAI app over an `HFGenerator`, one torch thread."""
+    import torch
+    import uvicorn
+
+    from services.common.models.generation import HFGenerator
+    from services.policy.openai_api import build_app
+
+    torch.set_num_threads(1)
+    uvicorn.run(build_app(HFGenerator(model_dir), "tiny"), host="127.0.0.1", port=port, log_level="warning")
+
+
+def first_token_s(base: str, max_tokens: int) -> tuple[float, float]:
+    """(seconds to the first content delta, seconds to the end) of a streamed request; a long one
+    is closed after its first delta (the hang-up test measures what that costs)."""
+    import httpx
+
+    body = {"model": "tiny", "messages": CHAT, "temperature": 0, "max_tokens": max_tokens, "stream": True}
+    start = time.perf_counter()
+    first = math.nan
+    with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as r:
+        for line in r.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            choices = json.loads(line[6:])["choices"]
+            if choices and choices[0]["delta"].get("content"):
+                first = time.perf_counter() - start
+                if max_tokens > 1:
+                    break
+    return first, time.perf_counter() - start
+
+
+def tokens_per_s(base: str, stream: bool) -> tuple[float, str]:
+    """(completion tokens per second of wall time, finish reason) of one request (`httpx`: the
+    client's own parsing, e.g. the `openai` client's models per chunk, is not the server's speed)."""
+    import httpx
+
+    body = {"model": "tiny", "messages": CHAT, "temperature": 0, "max_tokens": THROUGHPUT_TOKENS, "stream": stream,
+            **({"stream_options": {"include_usage": True}} if stream else {})}
+    start = time.perf_counter()
+    if stream:
+        finish, used = "", 0
+        with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    data = json.loads(line[6:])
+                    if data["choices"] and data["choices"][0]["finish_reason"]:
+                        finish = data["choices"][0]["finish_reason"]
+                    if data.get("usage"):
+                        used = data["usage"]["completion_tokens"]
+    else:
+        data = httpx.post(f"{base}/chat/completions", json=body, timeout=120).json()
+        used, finish = data["usage"]["completion_tokens"], data["choices"][0]["finish_reason"]
+    return used / (time.perf_counter() - start), finish
+
+
+def busy_after_hangup_s(base: str, pid: int) -> float:
+    """Seconds from closing a 400-token stream (after 5 content chunks) until the server is idle."""
+    import httpx
+
+    body = {"model": "tiny", "messages": CHAT, "temperature": 0, "max_tokens": LONG, "stream": True}
+    seen = 0
+    with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: {") and '"content": "' in line and '"content": ""' not in line:
+                seen += 1
+                if seen == 5:
+                    break
+    return seconds_until_idle(pid, time.monotonic())
+
+
+def seconds_until_idle(pid: int, since: float, window_s: float = 0.25, idle_share: float = 0.15,
+                       limit_s: float = 30.0) -> float:
+    """Seconds from ``since`` to the start of the first ``window_s`` window in which process ``pid``
+    used under ``idle_share`` of one core; inf if none within ``limit_s``."""
+    import psutil
+
+    proc = psutil.Process(pid)
+
+    def cpu_s() -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+
+    while time.monotonic() - since < limit_s:
+        start, before = time.monotonic(), cpu_s()
+        time.sleep(window_s)
+        if (cpu_s() - before) / (time.monotonic() - start) < idle_share:
+            return start - since
+    return math.inf
+
+
+def main(out: Path) -> None:
+    import httpx
+    import psutil
+
+    from services.common.config import FamilyConfig, TinyModelConfig
+    from services.common.nats_server import free_port
+    from services.env.families.gym_text import FrozenLakeFamily
+    from services.offline.policy_sft import build_tiny_for, demonstrations
+
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        fam = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
+        model = build_tiny_for(demonstrations(FrozenLakeFamily(), fam, 20, history_steps=2), Path(tmp) / "model",
+                               TinyModelConfig(hidden_size=64))
+        port = free_port()
+        server = subprocess.Popen([sys.executable, __file__, "--serve", str(model), str(port)],
+                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        base = f"http://127.0.0.1:{port}/v1"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    httpx.get(f"{base}/models", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
+                    time.sleep(0.2)
+            first_token_s(base, 1)  # warm-up
+            seconds_until_idle(server.pid, time.monotonic())
+            ttft: dict[int, list[float]] = {1: [], LONG: []}
+            for _ in range(TTFT_REPEATS):
+                for n in (LONG, 1):
+                    ttft[n].append(first_token_s(base, n)[0])
+                    seconds_until_idle(server.pid, time.monotonic())  # the long one was abandoned: let it stop
+            rates: dict[bool, list[float]] = {True: [], False: []}
+            cpu_ms: dict[bool, list[float]] = {True: [], False: []}  # server CPU per token
+            finishes = set()
+            proc = psutil.Process(server.pid)
+            for _ in range(RATE_REPEATS):
+                for stream in (True, False):
+                    before = sum(proc.cpu_times()[:2])
+                    rate, finish = tokens_per_s(base, stream)
+                    cpu_ms[stream].append((sum(proc.cpu_times()[:2]) - before) / THROUGHPUT_TOKENS * 1000)
+                    rates[stream].append(rate)
+                    finishes.add(finish)
+            idle = [busy_after_hangup_s(base, server.pid) for _ in range(3)]
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    t_long, t_one = statistics.median(ttft[LONG]), statistics.median(ttft[1])
+    r_stream, r_plain = statistics.median(rates[True]), statistics.median(rates[False])
+    c_stream, c_plain = statistics.median(cpu_ms[True]), statistics.median(cpu_ms[False])
+    ok = {"ttft": t_long / t_one <= 1.2, "rate": r_stream / r_plain >= 0.95, "idle": max(idle) <= 1.0}
+
+    def mark(key: str) -> str:
+        return "met" if ok[key] else "**not met**"
+
+    load = os.getloadavg()[0]
+    lines = [
+        "# Streaming on the OpenAI endpoint (hf backend)",
+        "",
+        f"`python scripts/bench_streaming.py` (`make bench`), {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}. The tiny FrozenLake "
+        "policy of the tests (hidden 64, 2 layers, random weights) served by `services.policy.openai_api` in its own "
+        "process (uvicorn, 1 torch thread); greedy decoding of the prompt never ends its turn, so N tokens asked "
+        f"are N generated (finish reasons seen: {', '.join(sorted(finishes))}). Requests alternate, so both sides "
+        f"of each comparison see the same load (1-minute load average at the end: {load:.1f} on "
+        f"{os.cpu_count()} CPUs). On a loaded machine the client's own wake-ups for each chunk take CPU time from the "
+        "server, so the server's CPU time per token is given too: it is what streaming itself costs.",
+        "",
+        "| measure | value | goal | |",
+        "|---|---|---|---|",
+        f"| time to first token, `max_tokens: {LONG}` stream (median of {TTFT_REPEATS}) | {t_long * 1000:.0f} ms | | |",
+        f"| time to first token, `max_tokens: 1` stream (median of {TTFT_REPEATS}) | {t_one * 1000:.0f} ms | | |",
+        f"| ratio | {t_long / t_one:.2f}× | ≤ 1.2× | {mark('ttft')} |",
+        f"| tokens/s streamed, {THROUGHPUT_TOKENS} tokens (median of {RATE_REPEATS}) | {r_stream:.1f} | | |",
+        f"| tokens/s not streamed, {THROUGHPUT_TOKENS} tokens (median of {RATE_REPEATS}) | {r_plain:.1f} | | |",
+        f"| ratio | {r_stream / r_plain:.2f}× | ≥ 0.95× | {mark('rate')} |",
+        f"| server CPU per token, streamed / not streamed (median of {RATE_REPEATS}) | {c_stream:.2f} / {c_plain:.2f} ms "
+        f"({c_plain / c_stream:.2f}×) | | |",
+        f"| server busy after the client hung up (3 tries; 0.25 s windows) | "
+        f"{', '.join(f'{s:.2f}' for s in idle)} s | ≤ 1 s | {mark('idle')} |",
+        "",
+        "Before this change the endpoint generated the whole answer before its first chunk (the issue measured 77 s "
+        "for a 400-token SmolLM2 answer) and an abandoned stream ran to its end. Raw samples: time to first token "
+        f"(s) {LONG}: {[round(x, 3) for x in ttft[LONG]]}, 1: {[round(x, 3) for x in ttft[1]]}; tokens/s streamed "
+        f"{[round(x, 1) for x in rates[True]]}, not streamed {[round(x, 1) for x in rates[False]]}. "
+        f"Run time {time.monotonic() - began:.0f} s.",
+        "",
+        "Where a stream loses against a plain answer on this tiny model: the generation itself does not slow "
+        "(in-process, streamed and plain decoding ran at 438 and 432 tokens/s); the cost is per chunk, in the "
+        "server's event loop, mostly the socket send of each chunk (a profile of the server's loop thread over "
+        "5 streamed 400-token requests, on this machine at load ≈ 8: 283 sends, 0.66 s). The tiny model decodes a "
+        "token in about 1 ms, so chunks are rate-limited to one per 20 ms (`CHUNK_INTERVAL_S` in "
+        "`services/policy/openai_api.py`; 0.05 s measured 0.89× tokens/s and 0.92× server CPU in one run); a model "
+        "that decodes slower than 50 tokens/s (SmolLM2 on this CPU) sends one chunk per token, and its per-token "
+        "cost dwarfs the per-chunk one.",
+        "",
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve":
+        serve(sys.argv[2], int(sys.argv[3]))
+    else:
+        main(Path(sys.argv[1] if len(sys.argv) > 1 else "bench/streaming.md"))

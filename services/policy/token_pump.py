@@ -1,0 +1,99 @@
+"""One chat generated in a worker thread, its tokens handed to the event loop as they come.
+
+`TokenPump` runs `Generator.generate_stream` in the loop's default executor; `TokenPump.get`
+returns the items that arrived since the last call, oldest first: ``("token", token_id, logprob)``
+for each token, then one ``("done", Completion)`` or ``("error", exception)``. The worker wakes
+the event loop at most once per `get` (not once per token), so a fast decoder is not slowed by
+the loop competing for the interpreter. `TokenPump.stop` sets the generation's cancel event: the
+`hf` backend checks it after every token, so the worker is free again within one decoding step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from typing import Any
+
+from services.common.models.generation import Chat, Generator, Sampling
+
+__all__ = ["TokenPump", "watch_disconnect"]
+
+
+class TokenPump:
+    """The tokens of one generation, as it runs (start it with `start`, read them with `get`).
+
+    Args:
+        logprobs: report each token's log-prob (NaN otherwise; the `hf` backend then skips the
+            per-step log-softmax).
+    """
+
+    def __init__(self, generator: Generator, chat: Chat, sampling: Sampling, seed: int | None,
+                 logprobs: bool = True) -> None:
+        self.generator = generator
+        self.chat = chat
+        self.sampling = sampling
+        self.seed = seed
+        self.logprobs = logprobs
+        self.cancel = threading.Event()
+        self.finished = False
+        self._items: deque[tuple[Any, ...]] = deque()
+        self._lock = threading.Lock()
+        self._wake_pending = False
+        self._arrived = asyncio.Event()
+        self._future: asyncio.Future | None = None
+
+    def start(self) -> None:
+        """Start the generation in a worker thread (call from the event loop)."""
+        loop = asyncio.get_running_loop()
+
+        def put(item: tuple[Any, ...]) -> None:
+            with self._lock:
+                self._items.append(item)
+                if self._wake_pending:
+                    return
+                self._wake_pending = True
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody reads any more
+                loop.call_soon_threadsafe(self._arrived.set)
+
+        def run() -> None:
+            try:
+                c = self.generator.generate_stream(self.chat, self.sampling,
+                                                   lambda _row, token, logprob: put(("token", token, logprob)),
+                                                   self.cancel, self.seed, logprobs=self.logprobs)
+            except Exception as exc:  # noqa: BLE001 - handed to the reader, who answers with it
+                put(("error", exc))
+            else:
+                put(("done", c))
+
+        self._future = loop.run_in_executor(None, run)
+
+    async def get(self) -> list[tuple[Any, ...]]:
+        """The items that arrived since the last call (at least one; waits for it)."""
+        while True:
+            with self._lock:
+                self._wake_pending = False
+                if self._items:
+                    batch = list(self._items)
+                    self._items.clear()
+                    break
+            self._arrived.clear()  # a wake scheduled before this runs later: a harmless spurious one
+            await self._arrived.wait()
+        if batch[-1][0] != "token":
+            self.finished = True
+        return batch
+
+    def stop(self) -> None:
+        """Cancel the generation (no effect once it finished)."""
+        self.cancel.set()
+
+
+async def watch_disconnect(receive: Any, on_disconnect: Any) -> None:
+    """Call ``on_disconnect()`` once the ASGI ``receive`` channel reports ``http.disconnect`` (the
+    request body was already read; run as a task, cancel it when the response is complete)."""
+    while True:
+        message = await receive()
+        if message.get("type") == "http.disconnect":
+            on_disconnect()
+            return
