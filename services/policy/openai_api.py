@@ -325,7 +325,7 @@ async def _events(pump: TokenPump, first: list[tuple[Any, ...]], watcher: asynci
                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
         batch, sent = first, time.monotonic()
         while True:
-            text, entries = "", []
+            text, entries = "", list[TokenEntry]()
             for item in batch:  # the tokens that arrived since the last chunk go out in one chunk
                 if item[0] == "token":
                     if builder is not None:

@@ -137,8 +137,8 @@ class Generator(ABC):
         raises, and what ``on_token`` raises.
         """
         (c,) = self.generate([chat], sampling, cancel, None if seed is None else [seed])
-        logprobs = c.logprobs if len(c.logprobs) == len(c.token_ids) else [float("nan")] * len(c.token_ids)
-        for token, logprob in zip(c.token_ids, logprobs):
+        values = list(c.logprobs) if len(c.logprobs) == len(c.token_ids) else [float("nan")] * len(c.token_ids)
+        for token, logprob in zip(c.token_ids, values):
             on_token(0, token, logprob)
         return c
 
