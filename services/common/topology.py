@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from services.common.config import RunConfig
 
 __all__ = ["SERVICES", "StreamUse", "STREAM_USES", "SubjectUse", "SUBJECTS", "ConsumerSpec", "Consumers",
-           "CONSUMERS", "BucketSpec", "Buckets", "BUCKETS", "stream_of", "covers", "consumers_of", "subject_use"]
+           "CONSUMERS", "BucketSpec", "Buckets", "BUCKETS", "Step", "ROUND", "stream_of", "covers", "consumers_of",
+           "subject_use"]
 
 SERVICES = ("env", "policy", "reward", "critic", "ingest")
 """The five service processes (a shadow judge is a second reward process)."""
@@ -418,3 +419,49 @@ class Buckets:
 
 BUCKETS: tuple[BucketSpec, ...] = tuple(v for k, v in vars(Buckets).items() if isinstance(v, BucketSpec))
 """Every KV bucket, in `Buckets` order."""
+
+
+# ---- one round, step by step ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a training round: which process runs which function, reading and writing what."""
+
+    phase: str
+    process: str
+    where: str
+    """``module:function`` (paths under ``services/``)."""
+    reads: str
+    """The subject (or gRPC call) that starts it."""
+    writes: str
+    """What it publishes (subjects) or calls."""
+
+
+ROUND: tuple[Step, ...] = (
+    Step("plan", "env", "env/scheduler.py:Scheduler.tick", "pool ready, or both trainers' versions of the last round",
+         f"{Subjects.ROLLOUT_JOBS} (G seeds a task), {Subjects.METRICS_ENV}"),
+    Step("roll out", "policy (rollout worker)", "policy/service.py:PolicyService.on_job", Subjects.ROLLOUT_JOBS,
+         "policy/rollout.py:run_group, gRPC Environment.Reset/Step to env"),
+    Step("step", "env", "env/grpc_service.py:EnvironmentServicer", "gRPC Reset, Step", "observation, reward, done"),
+    Step("rolled out", "policy (rollout worker)", "policy/rollout.py:run_group", "the G episodes end",
+         Subjects.TRAJ_COMPLETED),
+    Step("judge", "reward (judge)", "reward/worker.py:TrajectoryJudger.on_trajectory", Subjects.TRAJ_COMPLETED,
+         f"reward/batcher.py:JudgeBatcher (m votes a step), then {Subjects.TRAJ_JUDGED}"),
+    Step("group", "critic", "critic/service.py:CriticService._on_judged", Subjects.TRAJ_JUDGED,
+         "KV critic_groups; the group closes when G are in or critic.group_timeout_s passed"),
+    Step("score", "critic", "critic/service.py:CriticService._close", "a closed group",
+         f"critic/group_eval.py:evaluate_group, then {Subjects.SAMPLES_POLICY}, {Subjects.SAMPLES_REWARD}, "
+         f"{Subjects.CRITIC_TASK}, {Subjects.METRICS_ROUND}"),
+    Step("adapt", "env", "env/adaptation.py:Adaptation.on_report", Subjects.CRITIC_TASK,
+         f"{Subjects.ENV_POOL} (accept, reject or propose a task)"),
+    Step("train", "policy (trainer), reward (trainer)", "common/trainer_shell.py:Trainer.on_batch",
+         f"{Subjects.SAMPLES_POLICY}, {Subjects.SAMPLES_REWARD}",
+         "the round's batches all in (sync) or enough samples (async): learner.learn, then VersionStore.announce"),
+    Step("announce", "policy (trainer), reward (trainer)", "common/checkpoints.py:VersionStore.announce",
+         "a trained version", f"{Subjects.MODELS_POLICY}, {Subjects.MODELS_REWARD}, KV models"),
+    Step("hot-load", "policy (rollout worker), reward (judge)", "common/version_follower.py:VersionFollower.run",
+         "KV models", "the new weights, without a restart"),
+    Step("next round", "env", "env/scheduler.py:Scheduler.on_model_version", "rla.models.>",
+         "Scheduler.tick once both roles trained the round (sync)"),
+)
+"""A synchronous training round in order (`loop.mode: sync`; async rounds do not wait for versions)."""

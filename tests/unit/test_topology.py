@@ -19,8 +19,8 @@ from rlanything.v1 import events_pb2, ingest_pb2
 from services.common.bus import EventBus
 from services.common.config import RunConfig, load_config
 from services.common.streams import STREAMS, Subjects
-from services.common.topology import (BUCKETS, CONSUMERS, SUBJECTS, Buckets, Consumers, consumers_of, covers,
-                                      stream_of, subject_use)
+from services.common.topology import (BUCKETS, CONSUMERS, ROUND, SUBJECTS, Buckets, Consumers, consumers_of,
+                                      covers, stream_of, subject_use)
 
 NO_WEIGHTS = ["policy.model.backend=openai", "policy.model.openai_base_url=http://127.0.0.1:9/v1",
               "reward.backend=oracle"]
@@ -134,9 +134,11 @@ def test_durable_names_are_unique_per_stream_and_config() -> None:
         assert len(names) == len(set(names))
 
 
-@pytest.mark.parametrize("where", [c.handler for c in CONSUMERS] + [p for s in SUBJECTS for p in s.publishers],
+@pytest.mark.parametrize("where", sorted({c.handler for c in CONSUMERS} | {p for s in SUBJECTS for p in s.publishers}
+                                         | {s.where for s in ROUND} | {b.owner.split(", ")[-1] for b in BUCKETS}),
                          ids=lambda w: w)
 def test_every_named_function_exists(where: str) -> None:
+    """Each ``module:function`` the table names (handlers, publishers, bucket owners, the round's steps)."""
     module, _, qualname = where.split(": ")[-1].partition(":")
     obj: Any = importlib.import_module("services." + module.removesuffix(".py").replace("/", "."))
     for part in qualname.split(" ")[0].split("."):
