@@ -23,6 +23,7 @@ from services.common.bus import EventBus
 from services.common.kv import ProtoBucket
 from services.common.models.loading import checkpoint_sha256
 from services.common.streams import Subjects
+from services.common.topology import Buckets
 
 __all__ = ["ROLES", "save_checkpoint", "VersionStore", "Reloadable"]
 
@@ -69,7 +70,7 @@ class VersionStore:
     @classmethod
     async def open(cls, bus: EventBus) -> "VersionStore":
         """Open (or create) the ``models`` bucket."""
-        return cls(bus, await ProtoBucket.open(bus.js, "models", ModelVersion))
+        return cls(bus, await ProtoBucket.open(bus.js, Buckets.MODELS.name(), ModelVersion))
 
     async def latest(self, role: str) -> ModelVersion | None:
         """The newest announced version of ``role`` ("policy" or "reward"), or None."""

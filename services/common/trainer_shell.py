@@ -45,6 +45,7 @@ from services.common.errors import InvalidEventError
 from rlanything.v1.events_pb2 import ModelVersion
 from services.common.bus import Delivery, EventBus
 from services.common.kv import ProtoBucket, escape_id
+from services.common.topology import Buckets
 from services.common.models.generation import HFGenerator
 from services.common.models.loading import load_model, resolve_model_path
 from services.common.models.lora import adapter_disabled, with_lora
@@ -258,7 +259,7 @@ class Trainer:
                    mode: str = "sync", min_samples_async: int = 64, max_staleness: int | None = None,
                    live_max_staleness: int | None = None) -> "Trainer":
         """A trainer over ``store`` with its trained-batch bucket ``<role>_trained`` (created if missing)."""
-        trained = await ProtoBucket.open(bus.js, f"{role}_trained", ModelVersion)
+        trained = await ProtoBucket.open(bus.js, Buckets.TRAINED.name(role=role), ModelVersion)
         return cls(role, learner, versions, store, trained, mode, min_samples_async, max_staleness, live_max_staleness)
 
     async def ensure_initial_version(self, source_uri: str = "") -> None:

@@ -27,6 +27,7 @@ from services.common.kv import open_bucket
 from services.common.config import CriticServiceConfig, RunConfig
 from services.common.runtime import Service
 from services.common.streams import Subjects
+from services.common.topology import Consumers
 from services.critic.group_eval import evaluate_group
 from services.critic.grpc_service import SERVICE_NAME, CriticServicer
 from services.critic.ledger import Ledger
@@ -84,14 +85,11 @@ class CriticService(Service):
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:
         return [
-            bus.consumer(stream="TRAJ", durable="critic-judged", subject=Subjects.TRAJ_JUDGED,
-                         message_type=JudgedTrajectory, handler=self._on_judged),
-            bus.consumer(stream="MODELS", durable="critic-policy-versions", subject=Subjects.MODELS_POLICY,
-                         message_type=ModelVersion, handler=self._on_policy_version),
-            bus.consumer(stream="TRAJ", durable="critic-live", subject=f"{Subjects.TRAJ_LIVE_JUDGED}.>",
-                         message_type=JudgedTrajectory, handler=self._on_live),
-            bus.consumer(stream="INGEST", durable="critic-erasures", subject=f"{Subjects.INGEST_ERASED}.>",
-                         message_type=EpisodesErased, handler=self._on_erased),
+            bus.consumer(**Consumers.CRITIC_JUDGED.binding(), message_type=JudgedTrajectory, handler=self._on_judged),
+            bus.consumer(**Consumers.CRITIC_POLICY_VERSIONS.binding(), message_type=ModelVersion,
+                         handler=self._on_policy_version),
+            bus.consumer(**Consumers.CRITIC_LIVE.binding(), message_type=JudgedTrajectory, handler=self._on_live),
+            bus.consumer(**Consumers.CRITIC_ERASURES.binding(), message_type=EpisodesErased, handler=self._on_erased),
         ]
 
     async def _on_erased(self, erased: EpisodesErased, delivery: Delivery) -> None:

@@ -15,7 +15,7 @@ from services.common.bus import CONNECTION_ERRORS, Consumer, Delivery, EventBus
 from services.common.config import EnvServiceConfig, RunConfig
 from services.common.kv import ProtoBucket, open_bucket
 from services.common.runtime import Service
-from services.common.streams import Subjects
+from services.common.topology import Buckets, Consumers
 from services.env.adaptation import Adaptation
 from services.env.families.base import TaskFamily
 from services.env.families.registry import build_family
@@ -47,8 +47,9 @@ class EnvService(Service):
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
         self.pool = TaskPool(await ProtoBucket.open(bus.js, self.cfg.pool_bucket, TaskSlot), self.families)
-        state = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_scheduler", SchedulerState)
-        models = await ProtoBucket.open(bus.js, f"{self.cfg.pool_bucket}_models", ModelVersion)
+        state = await ProtoBucket.open(bus.js, Buckets.ENV_SCHEDULER.name(pool_bucket=self.cfg.pool_bucket),
+                                       SchedulerState)
+        models = await ProtoBucket.open(bus.js, Buckets.ENV_MODELS.name(pool_bucket=self.cfg.pool_bucket), ModelVersion)
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
                                    self.pool_ready, self.config.loop,
                                    accept_band=(self.cfg.adaptation.band_low, self.cfg.adaptation.band_high),
@@ -56,7 +57,7 @@ class EnvService(Service):
         self.live: LiveTasks | None = None
         live_family = self.families.get("live")
         if isinstance(live_family, LiveFamily):  # tasks from a product's real failures (ingest)
-            self.live = LiveTasks(await open_bucket(bus.js, "live_tasks"), live_family, self.pool,
+            self.live = LiveTasks(await open_bucket(bus.js, Buckets.LIVE_TASKS.name()), live_family, self.pool,
                                   self.cfg.live_heldout_every)
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
@@ -102,13 +103,12 @@ class EnvService(Service):
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:
         live = [] if self.live is None else [
-            bus.consumer(stream="INGEST", durable="env-live-candidates", subject=f"{Subjects.INGEST_CANDIDATE}.>",
-                         message_type=LiveTaskCandidate, handler=self._on_candidate)]
+            bus.consumer(**Consumers.ENV_LIVE_CANDIDATES.binding(), message_type=LiveTaskCandidate,
+                         handler=self._on_candidate)]
         return live + [
-            bus.consumer(stream="REPORTS", durable="env-task-reports", subject=Subjects.CRITIC_TASK,
-                         message_type=TaskReport, handler=self._on_report),
-            bus.consumer(stream="MODELS", durable="env-model-versions", subject="rla.models.>",
-                         message_type=ModelVersion, handler=self.scheduler.on_model_version),
+            bus.consumer(**Consumers.ENV_TASK_REPORTS.binding(), message_type=TaskReport, handler=self._on_report),
+            bus.consumer(**Consumers.ENV_MODEL_VERSIONS.binding(), message_type=ModelVersion,
+                         handler=self.scheduler.on_model_version),
         ]
 
     async def _on_candidate(self, candidate: LiveTaskCandidate, delivery: Delivery) -> None:

@@ -33,6 +33,7 @@ from services.common.config import IngestServiceConfig
 from services.common.kv import ProtoBucket, escape_id, live_entries, open_bucket
 from services.common.redaction import RedactionError, RegexRedactor
 from services.common.streams import Subjects
+from services.common.topology import Buckets
 from services.ingest.episodes import (IngestError, advance, decide_upsert, new_record, place_feedback,
                                       redact_episode, redact_feedback, redactions_added, status_of, user_hash, validate_episode,
                                       validate_feedback)
@@ -100,7 +101,7 @@ class IngestCore:
             orphans = ProtoBucket(kv, Feedback)
         wait_s = cfg.idle_close_s + cfg.settle_window_s + cfg.orphan_feedback_wait_s
         captures = ProtoBucket(await open_bucket(bus.js, cfg.captures_bucket, ttl_s=wait_s), CapturedCompletion)
-        epochs = await open_bucket(bus.js, f"{cfg.episodes_bucket}_erasures")
+        epochs = await open_bucket(bus.js, Buckets.INGEST_ERASURES.name(episodes_bucket=cfg.episodes_bucket))
         return cls(cfg, bus, episodes, orphans, captures, epochs=epochs)
 
     # ---- erasure epochs -------------------------------------------------------------------------

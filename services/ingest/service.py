@@ -15,7 +15,7 @@ from services.common.config import IngestServiceConfig, RunConfig
 from services.common.http_server import embedded_server
 from services.common.nats_server import free_port
 from services.common.runtime import Service
-from services.common.streams import Subjects
+from services.common.topology import Consumers
 from services.ingest.core import IngestCore
 from services.ingest.grpc_service import SERVICE_NAME, IngestServicer
 from services.ingest.http_api import build_app
@@ -47,8 +47,8 @@ class IngestService(Service):
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:
         assert self.core is not None, "on_start first"
-        return [bus.consumer(stream="INGEST", durable="ingest-captures", subject=f"{Subjects.INGEST_COMPLETION}.>",
-                             message_type=CapturedCompletion, handler=self.core.on_capture)]
+        return [bus.consumer(**Consumers.INGEST_CAPTURES.binding(), message_type=CapturedCompletion,
+                             handler=self.core.on_capture)]
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         assert self.core is not None, "on_start first"

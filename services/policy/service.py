@@ -24,6 +24,7 @@ from services.common.admission import Admission
 from services.common.nats_server import free_port
 from services.common.runtime import Service
 from services.common.streams import Subjects
+from services.common.topology import Buckets, Consumers
 from services.common.data_parallel import join_process_group
 from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
 from services.common.trainer_shell import PPOLearner, Trainer, staleness_bounds
@@ -70,7 +71,7 @@ class PolicyService(Service):
             if learner is None:  # a following rank: rank 0 consumes the events
                 self.trains = False
             else:
-                store = await ProtoBucket.open(bus.js, "policy_samples", PolicySampleBatch)
+                store = await ProtoBucket.open(bus.js, Buckets.POLICY_SAMPLES.name(), PolicySampleBatch)
                 self.trainer = await Trainer.open(bus, "policy", learner, self.versions, store,
                                                   mode=self.config.loop.mode,
                                                   min_samples_async=self.cfg.ppo.min_samples_async,
@@ -106,15 +107,13 @@ class PolicyService(Service):
     async def consumers(self, bus: EventBus) -> list[Consumer]:
         out: list[Consumer] = []
         if self.serves:
-            out.append(bus.consumer(stream="JOBS", durable="policy-rollout-workers", subject=Subjects.ROLLOUT_JOBS,
-                                    message_type=RolloutJob, handler=self.on_job, concurrent=True,
+            out.append(bus.consumer(**Consumers.POLICY_ROLLOUT.binding(), message_type=RolloutJob, handler=self.on_job, concurrent=True,
                                     # a fetch's jobs are played together; idle replicas take the next fetch
                                     fetch_batch=self.cfg.rollout.concurrent_jobs))
         if self.trains:
-            out.append(bus.consumer(stream="SAMPLES", durable="policy-trainer", subject=Subjects.SAMPLES_POLICY,
-                                    message_type=PolicySampleBatch, handler=self.trainer.on_batch))
-            out.append(bus.consumer(stream="INGEST", durable="policy-trainer-erasures",
-                                    subject=f"{Subjects.INGEST_ERASED}.>", message_type=EpisodesErased,
+            out.append(bus.consumer(**Consumers.POLICY_TRAINER.binding(), message_type=PolicySampleBatch,
+                                    handler=self.trainer.on_batch))
+            out.append(bus.consumer(**Consumers.POLICY_ERASURES.binding(), message_type=EpisodesErased,
                                     handler=self._on_erased))
         return out
 

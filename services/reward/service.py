@@ -35,7 +35,7 @@ from services.common.kv import ProtoBucket
 from services.common.models.generation import HFGenerator
 from services.common.models.source import require_source
 from services.common.runtime import Service
-from services.common.streams import Subjects
+from services.common.topology import Buckets, Consumers
 from services.common.data_parallel import join_process_group
 from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
 from services.common.trainer_shell import Learner, PPOLearner, Trainer, VersionOnlyLearner
@@ -82,7 +82,7 @@ class RewardService(Service):
             if learner is None:  # a following rank: rank 0 consumes the events
                 self.trains = False
             else:
-                store = await ProtoBucket.open(bus.js, "reward_samples", RewardSampleBatch)
+                store = await ProtoBucket.open(bus.js, Buckets.REWARD_SAMPLES.name(), RewardSampleBatch)
                 self.trainer = await Trainer.open(bus, "reward", learner, self.versions, store,
                                                   mode=self.config.loop.mode,
                                                   min_samples_async=self.cfg.ppo.min_samples_async)
@@ -90,7 +90,8 @@ class RewardService(Service):
         if self.judge is not None:
             self.batcher = JudgeBatcher(self.judge, self.cfg.batch_wait_s)
             shadow = self.cfg.shadow
-            bucket = f"{self.cfg.judged_bucket}_shadow_{shadow}" if shadow else self.cfg.judged_bucket
+            bucket = (Buckets.REWARD_SHADOW_JUDGED.name(judged_bucket=self.cfg.judged_bucket, shadow=shadow) if shadow
+                      else self.cfg.judged_bucket)
             self.marks = await JudgedMarks.open(bus.js, bucket)
             self.handler = TrajectoryJudger(bus, self.batcher, self.marks, self.cfg.votes, self.cfg.temperature,
                                             judge_eval=self.cfg.judge_eval, shadow=shadow)
@@ -111,27 +112,25 @@ class RewardService(Service):
         servicer = RewardModelServicer(self.batcher, self.cfg.votes, self.cfg.temperature)
         return [(SERVICE_NAME, lambda s: reward_pb2_grpc.add_RewardModelServicer_to_server(servicer, s))]
 
-    def _judges(self, bus: EventBus, stream: str, durable: str, subject: str) -> Consumer:
-        return bus.consumer(stream=stream, durable=durable, subject=subject, message_type=Trajectory,
-                            handler=self.handler.on_trajectory, concurrent=True)
+    def _judges(self, bus: EventBus, binding: dict[str, str]) -> Consumer:
+        return bus.consumer(**binding, message_type=Trajectory, handler=self.handler.on_trajectory, concurrent=True)
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:
         out: list[Consumer] = []
         if self.judge is not None:
             if self.cfg.shadow:  # its own durables: it sees every trajectory the running judges see
-                shadow = f"reward-shadow-{self.cfg.shadow}"
-                out += [self._judges(bus, "TRAJ", shadow, Subjects.TRAJ_COMPLETED),
-                        self._judges(bus, "TRAJ", f"{shadow}-live", f"{Subjects.TRAJ_LIVE}.>")]
+                out += [self._judges(bus, Consumers.REWARD_SHADOW.binding(shadow=self.cfg.shadow)),
+                        self._judges(bus, Consumers.REWARD_SHADOW_LIVE.binding(shadow=self.cfg.shadow))]
             else:
-                out += [self._judges(bus, "TRAJ", "reward-judges", Subjects.TRAJ_COMPLETED),
-                        self._judges(bus, "TRAJ", "reward-judges-live", f"{Subjects.TRAJ_LIVE}.>")]
+                out += [self._judges(bus, Consumers.REWARD_JUDGES.binding()),
+                        self._judges(bus, Consumers.REWARD_JUDGES_LIVE.binding())]
         if self.trains:
-            out.append(bus.consumer(stream="SAMPLES", durable="reward-trainer", subject=Subjects.SAMPLES_REWARD,
-                                    message_type=RewardSampleBatch, handler=self.trainer.on_batch))
+            out.append(bus.consumer(**Consumers.REWARD_TRAINER.binding(), message_type=RewardSampleBatch,
+                                    handler=self.trainer.on_batch))
         if self.judge is not None or self.trains:  # what it keeps of erased episodes: marks, live batches
-            durable = f"reward-shadow-{self.cfg.shadow}-erasures" if self.cfg.shadow else f"reward-{self.cfg.role}-erasures"
-            out.append(bus.consumer(stream="INGEST", durable=durable, subject=f"{Subjects.INGEST_ERASED}.>",
-                                    message_type=EpisodesErased, handler=self._on_erased))
+            binding = (Consumers.REWARD_SHADOW_ERASURES.binding(shadow=self.cfg.shadow) if self.cfg.shadow
+                       else Consumers.REWARD_ERASURES.binding(role=self.cfg.role))
+            out.append(bus.consumer(**binding, message_type=EpisodesErased, handler=self._on_erased))
         return out
 
     async def _on_erased(self, erased: EpisodesErased, delivery: Delivery) -> None:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from services.common.config import RunConfig, dump_config, load_config
 from services.common.errors import ServiceFailedError
+from services.common.topology import Consumers
 from services.run.launcher import Launcher
 from services.run.guards import format_collapse
 from services.run.monitor import consumer_idle, subscribe_progress
@@ -141,9 +142,9 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
 async def _shadow_done(nc: nats.NATS, config: RunConfig, console: Console) -> None:
     """Wait (at most `EVENT_DRAIN_S`) until the shadow judge has voted on every trajectory it was
     given: its votes are not part of a round, so the last round can end before them."""
-    durable = f"reward-shadow-{config.launcher.shadow_judge['shadow']}"
+    durable = Consumers.REWARD_SHADOW.name(shadow=config.launcher.shadow_judge["shadow"])
     deadline = time.monotonic() + EVENT_DRAIN_S
-    while not await consumer_idle(nc.jetstream(), "TRAJ", durable):
+    while not await consumer_idle(nc.jetstream(), Consumers.REWARD_SHADOW.stream, durable):
         if time.monotonic() >= deadline:
             console.print(f"[yellow]the shadow judge had not voted on every trajectory after {EVENT_DRAIN_S:g} s "
                           f"(consumer {durable}); its log misses the rest[/yellow]")

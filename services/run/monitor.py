@@ -26,11 +26,12 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from rlanything.v1.events_pb2 import ModelVersion, RolloutJob, RoundMetrics, TaskPoolEvent
 
 from services.common.streams import Subjects
+from services.common.topology import Consumers
 from services.run.progress import RunProgress
 
 __all__ = ["subscribe_progress", "ProgressFeed", "StreamFollower", "wait_caught_up", "consumer_idle"]
 
-ENV_REPORTS_DURABLE = "env-task-reports"
+ENV_REPORTS_DURABLE = Consumers.ENV_TASK_REPORTS.durable
 """The env service's consumer of task reports (its curriculum decisions are made there)."""
 
 log = logging.getLogger("rlanything.run")
@@ -151,7 +152,7 @@ class ProgressFeed:
         miss the decisions the env was still making about its last reports."""
         js = self.pool.nc.jetstream()
         try:
-            info = await js.consumer_info("REPORTS", ENV_REPORTS_DURABLE)
+            info = await js.consumer_info(Consumers.ENV_TASK_REPORTS.stream, ENV_REPORTS_DURABLE)
         except nats.js.errors.NotFoundError:
             info = None  # an env implementation that makes no curriculum decisions: nothing to wait for
         except Exception:  # noqa: BLE001 - unknown means not settled
