@@ -12,6 +12,7 @@ from services.common.config.tracking import LoggingConfig
 from services.common.config.models import LoraSettings, TinyModelConfig, ModelConfig, PPOConfig, SFTConfig, VLLMConfig
 from services.common.config.policy import RolloutConfig, PolicyServiceConfig
 from services.common.config.reward import JudgeSFTConfig, RewardServiceConfig
+from services.common.config.sandbox import SandboxConfig
 from services.common.config.run import RunConfig, load_config, apply_overrides, dump_config
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "PolicyServiceConfig",
     "JudgeSFTConfig",
     "RewardServiceConfig",
+    "SandboxConfig",
     "RunConfig",
     "load_config",
     "apply_overrides",
