@@ -39,6 +39,10 @@ def bwrap_args(*, python: str, prefix: str, worker_path: str, scratch_bytes: int
     for path in ("/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime"):
         args += ["--ro-bind-try", path, path]
     if not prefix.startswith("/usr/"):
+        # parents made 0755 in the sandbox (e.g. /root, 0700 on the host): the uid can reach the interpreter
+        parts = prefix.split("/")
+        for i in range(2, len(parts)):
+            args += ["--perms", "0755", "--dir", "/".join(parts[:i])]
         args += ["--ro-bind", prefix, prefix]
     if not python.startswith(prefix + "/") and not python.startswith("/usr/"):
         args += ["--ro-bind", python, python]

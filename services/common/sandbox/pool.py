@@ -20,7 +20,7 @@ from services.common.config.sandbox import SandboxConfig
 from services.common.sandbox import worker as protocol
 from services.common.sandbox.errors import SandboxError, SandboxStartError
 from services.common.sandbox.launch import find_bwrap, require_root, worker_command
-from services.common.sandbox.results import RunResult, Verdict, classify
+from services.common.sandbox.results import RunResult, classify
 
 __all__ = ["Job", "Sandbox"]
 

@@ -44,7 +44,7 @@ SETUP_EXIT = 198
 
 PRELOAD = (
     "array", "bisect", "collections", "copy", "dataclasses", "datetime", "decimal", "fractions", "functools",
-    "heapq", "io", "itertools", "json", "math", "operator", "random", "re", "statistics", "string", "tempfile",
+    "encodings.idna", "heapq", "io", "itertools", "json", "math", "operator", "random", "re", "statistics", "string", "tempfile",
     "traceback", "typing",
 )
 """Modules imported before forking: cheaper runs, and importable even where the sandbox uid cannot read
@@ -52,7 +52,7 @@ the interpreter's own directory."""
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 8192, 16384, 1 << 18
 AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 1
 SYS_MOUNT_SETATTR = 442  # the same number on x86_64 and aarch64
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
@@ -107,7 +107,9 @@ def _check(result: int, what: str) -> None:
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
+    def enc(text: str | None) -> bytes | None:
+        return text.encode() if text is not None else None
+
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {target}")
 
@@ -120,28 +122,44 @@ class _MountAttr(ctypes.Structure):
 def isolate_fork(scratch_bytes: int) -> None:
     """Fork isolation, done once in the worker as root: new network and mount namespaces, every mount
     read-only (recursively), a private root-owned tmpfs on /tmp for the scratch directories, and the
-    interpreter's directory reachable for an unprivileged uid."""
+    interpreter's directory reachable for an unprivileged uid (the rest of its closed ancestor hidden)."""
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare(CLONE_NEWNS | CLONE_NEWNET)")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
     _check(_libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr),
                          ctypes.sizeof(attr)), "mount_setattr(/, read-only, recursive)")
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={scratch_bytes}")
-    prefix = sys.base_prefix
-    if not _world_traversable(prefix):
-        # e.g. a pyenv interpreter under /root (0700): give the sandbox uid a read-only view of it.
-        view = "/tmp/.python"
-        os.mkdir(view, 0o755)
-        _mount(prefix, view, None, MS_BIND | MS_REC)
-        sys.path[:] = [view + p[len(prefix):] if p.startswith(prefix) else p for p in sys.path]
+    _expose_prefix(sys.base_prefix)
 
 
-def _world_traversable(path: str) -> bool:
+def _first_closed_ancestor(path: str) -> str | None:
+    """The outermost directory on ``path`` that others may not traverse (no o+x), or None."""
     parts = os.path.abspath(path).split(os.sep)
     for i in range(2, len(parts) + 1):
-        if not os.stat(os.sep.join(parts[:i]) or os.sep).st_mode & 0o005:
-            return False
-    return True
+        ancestor = os.sep.join(parts[:i])
+        if not os.stat(ancestor).st_mode & 0o001:
+            return ancestor
+    return None
+
+
+def _expose_prefix(prefix: str) -> None:
+    """Make the interpreter's directory readable for the sandbox uid at its own path when an ancestor is
+    closed (e.g. a pyenv interpreter under /root, mode 0700): a read-only tmpfs over that ancestor holding
+    only the prefix (bind-mounted), so the rest of the ancestor is hidden as well."""
+    closed = _first_closed_ancestor(prefix)
+    if closed is None:
+        return
+    stage = "/tmp/.python"
+    os.mkdir(stage, 0o755)
+    _mount(prefix, stage, None, MS_BIND | MS_REC)
+    _mount("tmpfs", closed, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=65536")
+    path = closed
+    for part in os.path.relpath(prefix, closed).split(os.sep):
+        path = os.path.join(path, part)
+        os.mkdir(path, 0o755)
+    _mount(stage, prefix, None, MS_MOVE)
+    os.rmdir(stage)
+    _mount(None, closed, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def check_isolation(host_netns: int) -> None:
@@ -232,7 +250,8 @@ def _child(job: dict, scratch: str, stdin_fd: int, out_w: int, err_w: int, uid: 
     except BaseException as error:
         try:
             import traceback
-            traceback.print_exception(type(error), error, error.__traceback__.tb_next)  # without this frame
+            tb = error.__traceback__
+            traceback.print_exception(type(error), error, tb.tb_next if tb else None)  # not this frame
         except BaseException:
             pass
         code = 1
