@@ -15,11 +15,12 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import IO
 
 from services.common.config.sandbox import SandboxConfig
 from services.common.sandbox import worker as protocol
 from services.common.sandbox.errors import SandboxError, SandboxStartError
-from services.common.sandbox.launch import find_bwrap, require_root, worker_command
+from services.common.sandbox.launch import WORKER_PATH, base_python, find_bwrap, require_root, worker_command
 from services.common.sandbox.results import RunResult, classify
 
 __all__ = ["Job", "Sandbox"]
@@ -48,38 +49,62 @@ class _Worker:
         self.lock_fd = lock_fd
         self.command = worker_command(config, uid, host_netns, bwrap)
         self.proc: subprocess.Popen[bytes] | None = None
+        self.stderr: IO[bytes] | None = None
         self.start()
 
     def start(self) -> None:
         """Start the process and wait for its ready report; raises SandboxStartError with its reason."""
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        if self.stderr is not None:
+            self.stderr.close()
+        self.stderr = tempfile.TemporaryFile()  # the worker's own diagnostics (bwrap's, a traceback)
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env={"LANG": "C.UTF-8"}, start_new_session=True, close_fds=True)
         assert self.proc.stdout is not None
         try:
             ready = protocol.read_message(self.proc.stdout.fileno(), time.monotonic() + self.config.start_timeout_s)
         except (TimeoutError, EOFError, ValueError) as error:
             self.stop()
-            raise SandboxStartError(f"sandbox worker (isolation {self.config.isolation}) did not start: {error}") \
-                from error
+            raise SandboxStartError(f"sandbox worker (isolation {self.config.isolation}) did not start: {error}"
+                                    f"{self.diagnostics()}") from error
         if ready is None or not ready.get("ready"):
             code = self.stop()
             reason = ready.get("error") if ready else f"exited with status {code} before reporting"
-            raise SandboxStartError(f"sandbox isolation {self.config.isolation!r} cannot be set up: {reason}")
+            raise SandboxStartError(f"sandbox isolation {self.config.isolation!r} cannot be set up: {reason}"
+                                    f"{self.diagnostics()}")
         self.pid = int(ready["pid"]) if self.config.isolation == "fork" else self.proc.pid
 
-    def stop(self) -> int | None:
-        """Kill the worker's session (bubblewrap takes its PID namespace down with it) and wait."""
+    def diagnostics(self) -> str:
+        """The last 2000 characters the worker wrote to its stderr, as a suffix for an error message."""
+        if self.stderr is None:
+            return ""
+        self.stderr.seek(0, os.SEEK_END)
+        size = self.stderr.tell()
+        self.stderr.seek(max(0, size - 2000))
+        text = self.stderr.read().decode("utf-8", "replace").strip()
+        return f" (worker stderr: {text})" if text else ""
+
+    def stop(self, grace_s: float = 0.0) -> int | None:
+        """Stop the worker: end of input first (an idle worker exits at once, its runs reaped) when
+        ``grace_s`` > 0, then SIGKILL to its session (bubblewrap takes its PID namespace down with it); then
+        every process still running as its uid is killed (a run's orphans when the worker died mid-run)."""
         if self.proc is None:
             return None
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            code: int | None = self.proc.wait(grace_s) if grace_s > 0 else None
+        except subprocess.TimeoutExpired:
+            code = None
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
-        code = self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        code = self.proc.wait() if code is None else code
         self.proc = None
+        subprocess.run([base_python(), "-I", "-S", WORKER_PATH, "--kill-uid", str(self.uid)], env={}, check=True,
+                       timeout=30)
         return code
 
     def execute(self, job: dict) -> dict:
@@ -90,9 +115,9 @@ class _Worker:
             reply = protocol.read_message(self.proc.stdout.fileno(),
                                           time.monotonic() + job["timeout_s"] + REPLY_GRACE_S)
         except (OSError, TimeoutError, EOFError, ValueError) as error:
-            raise SandboxError(f"sandbox worker for uid {self.uid} lost: {error}") from error
+            raise SandboxError(f"sandbox worker for uid {self.uid} lost: {error}{self.diagnostics()}") from error
         if reply is None:
-            raise SandboxError(f"sandbox worker for uid {self.uid} exited")
+            raise SandboxError(f"sandbox worker for uid {self.uid} exited{self.diagnostics()}")
         return reply
 
 
@@ -217,7 +242,9 @@ class Sandbox:
         """Stop every worker (their runs' processes die with them) and release the uids."""
         self._closed = True
         for w in self._workers:
-            w.stop()
+            w.stop(grace_s=2.0)
+            if w.stderr is not None:
+                w.stderr.close()
         if hasattr(self, "_threads"):
             self._threads.shutdown(wait=False)
         for _, fd in self._uids:

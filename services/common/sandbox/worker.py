@@ -363,7 +363,11 @@ class Worker:
 
 
 def main(argv: list[str]) -> int:
-    """Set up isolation, report ``{"ready": true}`` (or ``{"ready": false, "error": ...}``), then serve."""
+    """Set up isolation, report ``{"ready": true}`` (or ``{"ready": false, "error": ...}``), then serve.
+    ``worker.py --kill-uid UID`` only kills every process of UID (the pool's clean-up after a lost worker)."""
+    if argv[1] == "--kill-uid":
+        kill_uid(int(argv[2]))
+        return 0
     settings = json.loads(argv[1])
     proto_in, proto_out = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
