@@ -1,5 +1,6 @@
 """Run configuration, one module per owner: `base` (NATS, consumers, servers), `models` (what
-both learners share), `env`, `policy`, `reward`, `critic`, `ingest`, `launcher`, and `run` (the whole
+both learners share), `env`, `policy`, `reward`, `critic`, `ingest`, `launcher`, `sandbox` (the
+sandbox for model-written code, a section of whichever service runs code), and `run` (the whole
 file, overrides, loading). Each service reads its own section (and the shared `loop:`).
 """
 

@@ -118,6 +118,8 @@ class _Worker:
             raise SandboxError(f"sandbox worker for uid {self.uid} lost: {error}{self.diagnostics()}") from error
         if reply is None:
             raise SandboxError(f"sandbox worker for uid {self.uid} exited{self.diagnostics()}")
+        if "fault" in reply:
+            raise SandboxError(f"sandbox worker for uid {self.uid} failed: {reply['fault']}{self.diagnostics()}")
         return reply
 
 

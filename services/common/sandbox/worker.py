@@ -15,9 +15,9 @@ stdin/stdout (4-byte big-endian length + JSON). For each job it forks a child th
 - runs the program with ``exec`` as ``__main__``.
 
 After the child exits, or at the wall-clock timeout, or when an output stream passes its cap, the
-worker kills the child's process group and then every process of its uid (``kill(-1)`` from a
-helper running as that uid, so a grandchild that left the group dies too), reaps everything (it is
-a child subreaper, so orphans come back to it) and reports the raw facts; the pool classifies them.
+worker kills the child's process group; if any process of the run is still alive (one that left the
+group), every process of its uid (``kill(-1)`` from a helper running as that uid). It reaps everything
+(it is a child subreaper, so orphans come back to it) and reports the raw facts; the pool classifies them.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ class Worker:
         os.mkdir(scratch, 0o700)
         os.chown(scratch, self.uid, self.uid)
         stdin_fd = os.memfd_create("stdin")
-        data = job["stdin"].encode()
+        data = job["stdin"].encode("utf-8", "surrogateescape")
         view = memoryview(data)
         while view:
             view = view[os.write(stdin_fd, view):]
@@ -333,9 +333,8 @@ class Worker:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        kill_uid(self.uid)
         _, status, _ = os.wait4(pid, 0)
-        reap_all()
+        _end_descendants(self.uid)
         os.close(pidfd)
         for fd in (out_r, err_r):
             while fd in open_fds and len(streams[fd]) <= cap:
@@ -360,6 +359,22 @@ class Worker:
             "stderr_truncated": truncated["stderr"],
             "scratch_left": os.path.exists(scratch),
         }
+
+
+def _end_descendants(uid: int) -> None:
+    """After the run's first process is reaped: every process it left is a descendant of this worker, and
+    as a child subreaper the worker is the parent of each one whose parent died, so "no child left" means
+    "no descendant left". Zombies are reaped; if a live child remains, every process of ``uid`` is killed
+    (the run's tree cannot be walked race-free while it forks) and all are reaped."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            kill_uid(uid)
+            reap_all()
+            return
 
 
 def main(argv: list[str]) -> int:
@@ -396,7 +411,12 @@ def main(argv: list[str]) -> int:
         job = read_message(proto_in)
         if job is None:
             return 0
-        write_message(proto_out, worker.run(job))
+        try:
+            reply = worker.run(job)
+        except Exception as error:  # a fault of the worker, not of the program: the pool replaces it
+            write_message(proto_out, {"fault": f"{type(error).__name__}: {error}"})
+            return 1
+        write_message(proto_out, reply)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ close, and serves asyncio callers. Real processes throughout."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ def uid_processes(uids: list[int]) -> list[int]:
             if p.info["uids"] and p.info["uids"].real in uids and p.info["status"] != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) drops the capability")
 @pytest.mark.parametrize("isolation", ["fork", "bwrap"])
 def test_without_cap_sys_admin_the_sandbox_refuses_to_start(isolation):
     if isolation == "bwrap":
@@ -101,3 +103,10 @@ async def test_asyncio_callers_run_batches_in_parallel():
         assert [r.stdout for r in results] == ["0\n", "1\n", "2\n", "3\n"]
         assert all(r.verdict is Verdict.OK for r in results)
         assert time.monotonic() - start < 1.9   # two at a time: about 1 s, not 2
+
+
+def test_text_that_is_not_valid_unicode_is_run_not_fatal():
+    with Sandbox(SandboxConfig(workers=1)) as sb:
+        result = sb.run("import sys\nprint(len(sys.stdin.buffer.read()))\nprint('\\udc80')", stdin="a\udcff")
+        assert result.stdout.splitlines()[0] == "2"
+        assert sb.run("print('still here')").stdout == "still here\n"
