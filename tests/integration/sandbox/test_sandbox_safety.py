@@ -200,7 +200,7 @@ def test_huge_output_is_cut_and_stopped(sandbox):
     contained(sandbox, before)
 
 
-def test_the_environment_of_the_host_is_not_visible(sandbox, monkeypatch):
+def test_the_environment_of_the_host_is_not_visible(sandbox):
     result = sandbox.run("import os\nprint(sorted(os.environ))")
     assert result.stdout == "['HOME', 'LANG', 'PATH', 'TMPDIR']\n"
 
