@@ -96,6 +96,7 @@ bench: setup
 	$(PY) scripts/bench_trainer_memory.py bench/trainer_memory.md
 	$(PY) scripts/bench_nats_sync.py bench/nats_sync.md
 	$(PY) scripts/bench_reproducible.py bench/reproducible.md
+	$(PY) scripts/bench_sandbox.py bench/sandbox.md
 
 # Fuzzing at the full bound: 800 generated requests per gRPC method (13 methods), 1000 events per
 # consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test-all runs the same tests at 40).

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from string import Formatter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from services.common.streams import DLQ_PREFIX, STREAMS, StreamSpec, Subjects
 
@@ -201,6 +201,14 @@ def _shadow_judge(config: "RunConfig") -> bool:
     return bool(config.reward.shadow)
 
 
+class Binding(TypedDict):
+    """The keyword arguments of `EventBus.consumer` that the table fixes."""
+
+    stream: str
+    durable: str
+    subject: str
+
+
 @dataclass(frozen=True)
 class ConsumerSpec:
     """One durable pull consumer (`services.common.bus.EventBus.consumer`)."""
@@ -232,7 +240,7 @@ class ConsumerSpec:
         """
         return self.durable.format(**params)
 
-    def binding(self, **params: str) -> dict[str, str]:
+    def binding(self, **params: str) -> "Binding":
         """``stream``, ``durable`` and ``subject`` for `EventBus.consumer` (``params`` as in `name`)."""
         return {"stream": self.stream, "durable": self.name(**params), "subject": self.subject}
 

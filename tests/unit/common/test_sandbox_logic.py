@@ -1,0 +1,88 @@
+"""The sandbox's pure parts: output normalisation, verdicts from raw facts, bubblewrap's options, config."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from pydantic import ValidationError
+
+from services.common.config import SandboxConfig
+from services.common.sandbox import Verdict, classify, normalise_output, outputs_match, worker
+from services.common.sandbox import results
+from services.common.sandbox.errors import SandboxStartError
+from services.common.sandbox.launch import bwrap_args, find_bwrap
+
+
+def test_normalisation_drops_trailing_whitespace_and_final_newlines_only():
+    assert normalise_output("1 2 \r\n3\t\n\n\n") == "1 2\n3"
+    assert outputs_match("42", "42\n")
+    assert outputs_match("a  \nb\n", "a\nb")
+    assert not outputs_match(" 42", "42")          # leading whitespace counts
+    assert not outputs_match("a\n\nb", "a\nb")      # an empty line inside counts
+    assert not outputs_match("Yes", "yes")          # case counts
+    assert outputs_match("", "\n\n")
+
+
+def facts(**overrides):
+    base = dict(exit_code=0, signal_number=None, timed_out=False, output_exceeded=None, cpu_s=0.1,
+                cpu_limit_s=2, timeout_s=2.0, max_output_bytes=1024)
+    base.update(overrides)
+    return classify(**base)
+
+
+@pytest.mark.parametrize("overrides, verdict", [
+    ({}, Verdict.OK),
+    ({"exit_code": 3}, Verdict.CRASHED),
+    ({"exit_code": None, "signal_number": signal.SIGSEGV}, Verdict.CRASHED),
+    ({"exit_code": None, "signal_number": signal.SIGKILL}, Verdict.KILLED),
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "cpu_s": 3.0}, Verdict.TIMEOUT),
+    ({"exit_code": None, "signal_number": signal.SIGXCPU}, Verdict.TIMEOUT),
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "timed_out": True}, Verdict.TIMEOUT),
+    ({"exit_code": results.MEMORY_EXIT}, Verdict.MEMORY),
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "output_exceeded": "stdout"}, Verdict.KILLED),
+])
+def test_verdicts(overrides, verdict):
+    assert facts(**overrides)[0] is verdict
+
+
+def test_reasons_name_the_limit():
+    assert facts(timed_out=True, exit_code=None, signal_number=9)[1] == "wall-clock limit of 2 s reached"
+    assert facts(output_exceeded="stderr", exit_code=None, signal_number=9)[1] == \
+        "stderr passed the output cap of 1024 bytes"
+    assert facts(exit_code=None, signal_number=signal.SIGSEGV)[1] == "ended by SIGSEGV"
+
+
+def test_setup_failure_is_a_sandbox_fault_not_a_verdict():
+    with pytest.raises(ValueError, match="set-up failed"):
+        facts(exit_code=results.SETUP_EXIT)
+
+
+def test_worker_and_results_agree_on_reserved_statuses():
+    assert (worker.MEMORY_EXIT, worker.SETUP_EXIT) == (results.MEMORY_EXIT, results.SETUP_EXIT)
+
+
+def test_bwrap_options_hide_the_host_and_drop_the_network():
+    args = bwrap_args(python="/opt/py/bin/python3", prefix="/opt/py", worker_path="/src/worker.py",
+                      scratch_bytes=1 << 20)
+    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in args
+    assert "--unshare-user" not in args and "--unshare-all" not in args   # the worker must keep setuid
+    assert "--bind" not in args                                           # nothing of the host is writable
+    pairs = {(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--ro-bind"}
+    assert {("/opt/py", "/opt/py"), ("/src/worker.py", "/src/worker.py"), ("/usr", "/usr")} <= pairs
+    assert args[args.index("--tmpfs") - 1] == str(1 << 20)
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValidationError, match="isolation"):
+        SandboxConfig(isolation="none")
+    with pytest.raises(ValidationError, match="memory_mb"):
+        SandboxConfig(memory_mb=8)
+    with pytest.raises(ValidationError, match="sandbox.workers=4 needs as many uids"):
+        SandboxConfig(workers=4, uid_count=2)
+
+
+def test_a_configured_bwrap_that_is_not_executable_is_refused(tmp_path):
+    with pytest.raises(SandboxStartError, match="bwrap_path"):
+        find_bwrap(str(tmp_path / "nothing"))
