@@ -344,6 +344,8 @@ def bench_table1(
     out_dir: Annotated[Path, typer.Option(help="Where the runs go.")] = Path("runs/table1"),
     table: Annotated[Path, typer.Option(help="The table (a PNG of the curves is written beside it).")] = Path(
         "bench/table1.md"),
+    rows: Annotated[str, typer.Option(help="Comma-separated row keys to run (default: all); the table "
+                                           "counts every complete run of the seeds.")] = "",
 ) -> None:
     """The paper's Table 1 at CPU scale: outcome-only, + step reward, + RM training, + environment
     adaptation, each for every seed at the same budget. Completed runs in OUT_DIR are reused.
@@ -358,8 +360,13 @@ def bench_table1(
     except ValueError:
         console.print(f"[red]error:[/red] --seeds must be comma-separated integers, got {seeds!r}")
         raise typer.Exit(2) from None
-    failed = run_table1(config, seed_list, overrides or [], out_dir, table,
-                        lambda msg: console.print(msg, highlight=False))
+    try:
+        failed = run_table1(config, seed_list, overrides or [], out_dir, table,
+                            lambda msg: console.print(msg, highlight=False),
+                            rows=[r.strip() for r in rows.split(",") if r.strip()])
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     console.print(f"wrote {table} and {table.with_suffix('.png')}")
     raise typer.Exit(1 if failed else 0)
 

@@ -38,11 +38,19 @@ def _run_dir(out_dir: Path, row: str, seed: int) -> Path:
 
 
 def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out_dir: Path, table_path: Path,
-               say: Callable[[str], None]) -> int:
+               say: Callable[[str], None], rows: Sequence[str] = ()) -> int:
     """Run every (row, seed) not yet complete, then write the table and the curves.
 
+    ``rows`` (row keys; empty: all) limits which rows this call runs, so that streams side by side can
+    share one seed's rows; the table is written from every complete run in ``out_dir`` of ``seeds``.
     Returns the number of runs that failed (their rows count the runs that completed).
+
+    Raises:
+        ValueError: a key in ``rows`` names no row of `ROWS`.
     """
+    unknown = sorted(set(rows) - {r.key for r in ROWS})
+    if unknown:
+        raise ValueError(f"--rows: unknown row(s) {unknown}; the rows are {[r.key for r in ROWS]}")
     out_dir.mkdir(parents=True, exist_ok=True)
     per_row: dict[str, list[dict[str, float]]] = {}
     per_seed: dict[str, dict[int, dict[str, float]]] = {}
@@ -56,7 +64,9 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
             run_dir = _run_dir(out_dir, row.key, seed)
             records = read_rounds(run_dir / "metrics.jsonl")
             complete = (run_dir / "report.md").exists() and records
-            if not complete:
+            if not complete and rows and row.key not in rows:
+                records = []  # another stream's row: left alone, counted only once complete
+            elif not complete:
                 cmd = [sys.executable, "-m", "services.cli", "run", str(config), "--run-dir", str(run_dir),
                        "--set", f"seed={seed}"]
                 for item in (*overrides, *row.overrides):

@@ -93,3 +93,28 @@ def test_paired_gains_pair_only_seeds_both_rows_have() -> None:
     assert math.isnan(step.low) and "cannot be told (fewer than 2 paired seeds)" in step.verdict()
     same = paired_gains(_per_seed({"outcome": [0.1, 0.2], "step_reward": [0.15, 0.25]}))[0]
     assert (same.low, same.high) == pytest.approx((0.05, 0.05)) and "holds" in same.verdict()
+
+
+def test_a_table_stream_runs_only_its_rows_and_leaves_another_streams_runs_alone(tmp_path) -> None:
+    import json
+
+    from services.run.table1_bench import run_table1
+
+    out = tmp_path / "runs"
+    done = out / "outcome-seed0"  # a finished run of another stream: counted in the table
+    done.mkdir(parents=True)
+    (done / "metrics.jsonl").write_text(json.dumps({"round": 0, "policy/success_heldout": 0.1}) + "\n")
+    (done / "report.md").write_text("done")
+    running = out / "step_reward-seed0"  # another stream's run in progress: neither restarted nor counted
+    running.mkdir()
+    (running / "metrics.jsonl").write_text(json.dumps({"round": 0, "policy/success_heldout": 0.2}) + "\n")
+    said: list[str] = []
+    with pytest.raises(ValueError, match=r"--rows: unknown row\(s\) \['nope'\]"):
+        run_table1(tmp_path / "c.yaml", [0], [], out, tmp_path / "t.md", said.append, rows=["nope"])
+    failed = run_table1(tmp_path / "c.yaml", [0], [], out, tmp_path / "t.md", said.append,
+                        rows=["outcome"])  # its only row is finished: nothing is started
+    assert failed == 0 and not any(s.startswith("[") for s in said)
+    assert (running / "metrics.jsonl").exists()
+    table = (tmp_path / "t.md").read_text()
+    assert "| outcome only (λ=0, frozen judge, no adaptation) | 1 |" in table
+    assert "| + integrated step reward, frozen judge | 0 |" in table
