@@ -444,13 +444,14 @@ def test_scaled_objects_watch_the_consumer_lag_of_existing_deployments() -> None
 @pytest.mark.parametrize("deployment", sorted(SCALERS))
 def test_scaled_consumers_are_the_ones_the_service_code_creates(deployment: str) -> None:
     """KEDA scales on a durable consumer by name: a rename in the code must fail here, not silently."""
+    from services.common.topology import CONSUMERS
+
     stream, durable = SCALERS[deployment]
     module = ROLES[deployment][0]
-    source = "\n".join(p.read_text() for p in sorted((ROOT / "services" / module).glob("*.py")))
-    # bus.consumer(stream="JOBS", durable="...") or a consumer class called with ("TRAJ", "...", ...)
-    consumers = re.findall(r'(?:stream=)?"([A-Z][A-Z_]*)",\s*(?:durable=)?"([\w-]+)"', source)
-    if not consumers:
-        pytest.skip(f"services/{module} creates no durable consumer yet")
+    # the services bind their consumers from the topology table (tests/unit/test_topology.py checks
+    # that each service's consumers are exactly the table's), so the table says what the code creates
+    consumers = [(c.stream, c.durable) for c in CONSUMERS if c.service == module]
+    assert consumers, f"the topology table lists no consumer of services/{module}"
     assert (stream, durable) in consumers, f"services/{module} consumes {consumers}, KEDA watches {(stream, durable)}"
 
 
