@@ -18,7 +18,6 @@ from tests.k8s.kube import (
     EXTRA_WORKLOADS,
     GPU_ROLES,
     NAMESPACE,
-    ROOT,
     OVERLAYS,
     ROLES,
     SCALERS,
