@@ -36,7 +36,7 @@ from prometheus_client import Counter, Gauge
 from transformers import PreTrainedModel
 
 from services.common.algo.batching import Sample
-from services.common.algo.staleness import cut_stale
+from services.common.algo.staleness import count_within, cut_stale
 from services.common.allocator import fix_mmap_threshold
 from services.common.checkpoints import VersionStore, save_checkpoint
 from services.common.config import PPOConfig, RunConfig
@@ -94,7 +94,10 @@ def staleness_bounds(config: RunConfig) -> dict[str, int]:
 
 
 def async_quota_met(sample_counts: Sequence[int], min_samples: int) -> bool:
-    """Asynchronous mode (pure): do the stored batches hold at least ``min_samples`` samples?"""
+    """Asynchronous mode (pure): do the stored batches hold at least ``min_samples`` samples?
+
+    ``sample_counts``: per stored batch, its samples within the staleness bound
+    (`services.common.algo.staleness.count_within`); stale batches wait for the next step."""
     return sum(sample_counts) >= min_samples
 
 
@@ -299,8 +302,11 @@ class Trainer:
                 if mine is not None:
                     await self._train(mine, round_, recompute_old=True)
             else:
-                batches = [await self.store.get(k) for k in keys]
-                if async_quota_met([len(b.samples) for b, _ in batches if b is not None], self.min_samples_async):
+                now = int(latest.version) if latest else 0
+                fresh = [count_within([int(s.model_version) for s in b.samples if s.response_token_ids], now,
+                                      self.live_max_staleness if b.live else self.max_staleness)
+                         for b, _ in [await self.store.get(k) for k in keys] if b is not None]
+                if async_quota_met(fresh, self.min_samples_async):
                     await self._train(keys, round_, recompute_old=False)
 
     async def _train(self, keys: list[str], round_: int, recompute_old: bool) -> None:

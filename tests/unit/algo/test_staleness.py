@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.common.algo.staleness import cut_stale
+from services.common.algo.staleness import count_within, cut_stale
 
 
 def test_bound_zero_keeps_only_the_latest_versions_samples_and_counts_the_rest_per_family():
@@ -40,3 +40,15 @@ def test_every_sample_is_kept_or_counted_and_no_kept_one_exceeds_the_bound(rows,
     assert len(cut.kept) + sum(cut.dropped.values()) == len(items)
     assert all(latest - rows[i][0] <= bound for i in cut.kept)
     assert cut.max_kept <= bound
+
+
+def test_count_within_counts_what_a_step_would_keep() -> None:
+    versions = [5, 4, 3, 3, 0]
+    assert count_within(versions, 5, 0) == 1
+    assert count_within(versions, 5, 2) == 4
+    assert count_within(versions, 5, None) == 5
+    assert count_within([], 5, 1) == 0
+    # the same rule as the cut itself
+    assert count_within(versions, 5, 1) == len(cut_stale([(v, v, "f") for v in versions], 5, 1).kept)
+    with pytest.raises(ValueError, match="max_staleness must be >= 0, got -1"):
+        count_within(versions, 5, -1)
