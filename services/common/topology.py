@@ -388,6 +388,9 @@ class Buckets:
     ENV_SCHEDULER = BucketSpec(
         "{pool_bucket}_scheduler", "env.pool_bucket", "SchedulerState", "env: env/scheduler.py:Scheduler",
         "the scheduler's state (key scheduler: next round, pending jobs)")
+    ENV_HELD = BucketSpec(
+        "{pool_bucket}_held", "env.pool_bucket", "TaskReport", "env: env/held_reports.py:HeldReports",
+        "loop.reproducible: the open round's task reports, held to be applied in one fixed order (key = job id)")
     ENV_MODELS = BucketSpec(
         "{pool_bucket}_models", "env.pool_bucket", "ModelVersion", "env: env/scheduler.py:Scheduler",
         "the latest version per role the scheduler has seen (key policy, reward)")

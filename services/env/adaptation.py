@@ -65,11 +65,16 @@ class Adaptation:
         self.cfg = cfg
         self.gate = VariantGate(cfg.band_low, cfg.band_high)
 
+    @staticmethod
+    def check(report: TaskReport) -> None:
+        """Raises InvalidEventError unless ``report`` names its task slot and counts its rollouts."""
+        if not report.job_id or not report.task.slot_id or report.rollouts <= 0:
+            raise InvalidEventError(f"task report {report.job_id!r}: needs job_id, task.slot_id and rollouts > 0 "
+                                    f"(got {report.task.slot_id!r}, {report.rollouts})")
+
     async def on_report(self, report: TaskReport, delivery: Delivery) -> None:
         """Consumer handler for `rla.critic.task`."""
-        if not report.task.slot_id or report.rollouts <= 0:
-            raise InvalidEventError(f"task report {report.job_id!r}: needs task.slot_id and rollouts > 0 "
-                                    f"(got {report.task.slot_id!r}, {report.rollouts})")
+        self.check(report)
         slot = await self.pool.slot(report.task.slot_id)
         if slot.family == "live":
             await self._live(report, slot)

@@ -22,7 +22,7 @@ import logging
 import random
 import time
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
@@ -114,7 +114,11 @@ class Scheduler:
 
     def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
                  cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event, loop: LoopConfig | None = None,
-                 accept_band: tuple[float, float] = (0.2, 0.8), per_rollout: frozenset[str] = frozenset()) -> None:
+                 accept_band: tuple[float, float] = (0.2, 0.8), per_rollout: frozenset[str] = frozenset(),
+                 before_release: Callable[[], Awaitable[object]] | None = None) -> None:
+        self.before_release = before_release
+        """Sync: awaited just before a round is released (``loop.reproducible``: apply the held reports
+        of the last round, `services.env.held_reports`, when some never came within the wait)."""
         self.per_rollout = per_rollout
         """Families whose train rollouts each play their own instance (counted per rollout in ``eval/overlap``)."""
         self.pool_ready = pool_ready
@@ -150,6 +154,11 @@ class Scheduler:
 
         await self.models.update(role, newer)
         await self.tick()
+
+    async def open_jobs(self) -> list[str]:
+        """The jobs released and not yet reported (sync: those of the last round)."""
+        state, _ = await self.state.get("scheduler")
+        return list(state.open_jobs) if state is not None else []
 
     async def on_report(self, report: TaskReport) -> None:
         """A job was reported by the critic and its report handled: it is no longer open (async: in
@@ -218,6 +227,8 @@ class Scheduler:
             if self.loop.mode == "sync":
                 if not round_ready(state.next_round, policy_round, reward_round) or self._reports_pending(state):
                     return 0
+                if self.before_release is not None:  # loop.reproducible: the held reports decide first
+                    await self.before_release()
                 return await self._release_round(state, min_policy_version=policy_version)
             if len(state.open_jobs) + self.cfg.tasks_per_round > self.cfg.max_jobs_in_flight and state.open_jobs:
                 return 0

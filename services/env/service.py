@@ -20,6 +20,7 @@ from services.env.adaptation import Adaptation
 from services.env.families.base import TaskFamily
 from services.env.families.registry import build_family
 from services.env.families.live import LiveFamily
+from services.env.held_reports import HeldReports
 from services.env.grpc_service import SERVICE_NAME, EnvironmentServicer
 from services.env.live_tasks import LiveTasks
 from services.env.pool import TaskPool
@@ -27,6 +28,10 @@ from services.env.model_proposer import ModelProposer
 from services.env.proposer import ParametricProposer, check_same_task_knobs
 from services.env.scheduler import Scheduler
 from services.env.sessions import SessionStore
+
+
+_HELD = Delivery(subject="rla.critic.task", stream_seq=0, num_delivered=1, msg_id=None)
+"""The delivery a held report is applied with (its own was acked when it was held)."""
 
 
 class EnvService(Service):
@@ -53,7 +58,13 @@ class EnvService(Service):
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
                                    self.pool_ready, self.config.loop,
                                    accept_band=(self.cfg.adaptation.band_low, self.cfg.adaptation.band_high),
-                                   per_rollout=self.per_rollout)
+                                   per_rollout=self.per_rollout,
+                                   before_release=self._apply_held if self.config.loop.reproducible else None)
+        self.held: HeldReports | None = None
+        """``loop.reproducible``: the open round's reports, applied in one order once all are in."""
+        if self.config.loop.reproducible:
+            self.held = HeldReports(await ProtoBucket.open(
+                bus.js, Buckets.ENV_HELD.name(pool_bucket=self.cfg.pool_bucket), TaskReport))
         self.live: LiveTasks | None = None
         live_family = self.families.get("live")
         if isinstance(live_family, LiveFamily):  # tasks from a product's real failures (ingest)
@@ -118,8 +129,20 @@ class EnvService(Service):
 
     async def _on_report(self, report: TaskReport, delivery: Delivery) -> None:
         await self.pool_ready.wait()
-        await self.adaptation.on_report(report, delivery)
+        Adaptation.check(report)
+        awaited = await self.scheduler.open_jobs() if self.held is not None else []
+        if self.held is not None and report.job_id in awaited:  # loop.reproducible: decide in one order
+            await self.held.hold(report)
+            if set(awaited) == {report.job_id}:  # the round's last awaited report
+                await self._apply_held()
+        else:
+            await self.adaptation.on_report(report, delivery)
         await self.scheduler.on_report(report)
+
+    async def _apply_held(self) -> None:
+        """Apply the held reports of the open round (`services.env.held_reports.apply_order`)."""
+        if self.held is not None:
+            await self.held.apply(lambda r: self.adaptation.on_report(r, _HELD))
 
     async def on_stop(self) -> None:
         if hasattr(self, "scheduler"):  # on_start may have failed before making it
