@@ -104,5 +104,6 @@ class LoopConfig(StrictModel):
     reproducible: bool = Field(
         False, description="A run as a function of its seed alone: every generate call (policy and judge) holds "
                            "one chat, so no float rounding depends on which chats happened to be batched together "
-                           "(sets policy.max_batch and reward.max_batch to 1; needs mode sync). Costs generation "
-                           "speed: see the README.")
+                           "(sets policy.max_batch and reward.max_batch to 1; needs mode sync), and the env applies a "
+                           "round's task reports in one order once all are in. Costs generation speed: see "
+                           "docs/results.md.")
