@@ -69,7 +69,7 @@ def run(
     run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: runs/<name>-<time>).")] = None,
     fail_fast: FailFastOpt = False,
 ) -> None:
-    """Run the closed loop: cold start (cached), NATS + four services, live progress, report.
+    """Run the closed loop: cold start (cached), NATS + the five services, live progress, report.
 
     Writes runs/<id>/ with config.yaml, metrics.jsonl, report.md and PNG curves. Exits 0 when
     all ``loop.rounds`` rounds are done, 130 after Ctrl-C (resume with --resume),

@@ -2,7 +2,7 @@
 
 A service subclasses `Service` and overrides only what it has: its gRPC servicers
 (`grpc_services`), its event consumers (`consumers`), and start/stop hooks. `run_service`
-does the rest, the same way for all four services, locally and in Kubernetes.
+does the rest, the same way for all five services, locally and in Kubernetes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`rlanything run`: cold start, launch NATS and the four services, follow the rounds live,
+"""`rlanything run`: cold start, launch NATS and the five services, follow the rounds live,
 and write ``runs/<id>/`` (config, metrics.jsonl, report.md, PNG curves)."""
 
 from __future__ import annotations
