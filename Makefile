@@ -52,12 +52,13 @@ lint: setup
 	$(VENV)/bin/ruff check services tests scripts examples
 	$(VENV)/bin/mypy
 
-# Headless Chromium for the run viewer's browser test in the system tier (Debian's package; installed
-# when missing and running as root, else that one test skips and says why).
+# Headless Chromium and chromedriver for the run viewer's browser test and the web family's tests
+# (Debian's packages; installed when missing and running as root, else those tests skip and say why).
 browser:
-	@command -v chromium >/dev/null || { test "$$(id -u)" = 0 && command -v apt-get >/dev/null && \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
-		echo "chromium not installed: the viewer's browser test will skip"; }
+	@{ command -v chromium && command -v chromedriver; } >/dev/null || { test "$$(id -u)" = 0 && \
+		command -v apt-get >/dev/null && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+		echo "chromium/chromium-driver not installed: the viewer's browser test and the web family's tests will skip"; }
 
 # make test: lint, types, the static k8s render/validate (tests/k8s) and the unit + integration tiers.
 test: setup check-proto lint

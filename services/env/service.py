@@ -148,3 +148,5 @@ class EnvService(Service):
         if hasattr(self, "scheduler"):  # on_start may have failed before making it
             self.scheduler.close()
         self.sessions.close_all()
+        for family in self.families.values():
+            family.close()

@@ -14,10 +14,11 @@ __all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "ModelProposer
 class FamilyConfig(StrictModel):
     """One task family of the pool and the seed tasks it starts with."""
 
-    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "remote", "live"] = Field(
+    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "remote", "live", "web"] = Field(
         description="Task family adapter ('gymnasium': any discrete-action Gymnasium env by env_id; 'remote': your "
                     "own Environment server at address; 'live': tasks from a product's real failures, added at run "
-                    "time by the ingest service; it seeds no slots).")
+                    "time by the ingest service; it seeds no slots; 'web': MiniWoB++ pages in headless Chromium, "
+                    "see docs/web.md).")
     knobs: dict[str, float] = Field(description="Difficulty knobs of the seed tasks, e.g. {size: 4, hole_prob: 0.2}.")
     train_slots: int = Field(8, ge=0, description="Slots trained on (their variants evolve).")
     heldout_slots: int = Field(0, ge=0, description="Slots never trained on, same knobs (evaluation).")
@@ -30,6 +31,8 @@ class FamilyConfig(StrictModel):
         "positive_reward", description="gymnasium only: an episode is won when it ends with reward > 0, or whenever "
                                        "it ends inside the environment (CliffWalking: its only end is the goal).")
     max_steps: int = Field(0, ge=0, description="Steps per episode (0 = the family's default).")
+    browsers: int = Field(2, ge=1, le=64, description="web only: headless Chromium browsers at most (one per open "
+                                                      "episode, reused across episodes; more open episodes wait).")
     observation: Literal["map", "window"] = Field(
         "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
                            "agent plus the goal's offset (a tiny model learns from it; see the README).")

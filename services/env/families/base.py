@@ -197,3 +197,7 @@ class TaskFamily(ABC):
         feedback). The default ignores it; families override to pick a knob from it.
         """
         return [k.name for k in self.knobs]
+
+    def close(self) -> None:
+        """Release what the family holds across episodes (the web family's browsers); the default
+        holds nothing. Called when the env service stops."""

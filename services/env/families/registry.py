@@ -33,6 +33,10 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
         from services.env.families.gymnasium_family import GymnasiumFamily
 
         family = GymnasiumFamily(cfg.env_id, cfg.won_when)
+    elif cfg.type == "web":
+        from services.env.families.web import WebFamily
+
+        family = WebFamily(browsers=cfg.browsers)
     elif cfg.type == "reasoning_gym":
         from services.env.families.reasoning_gym_family import ReasoningGymFamily
 

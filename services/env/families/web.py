@@ -1,0 +1,173 @@
+"""`web`: MiniWoB++ tasks (real web pages) in a headless Chromium, as text.
+
+The pages, their problem generators and their rewards are MiniWoB++'s own (the ``miniwob``
+package; Farama). The family drives them through Selenium in browsers it owns (`web_browser`):
+a bounded pool, one browser per open episode, reused across episodes. The agent reads the
+instruction and the page's elements with stable refs (`web_page.render_page`) and acts with
+``click <ref>`` or ``type <ref> "text"`` (`web_actions`, parsed strictly: anything else is shown
+back as invalid and changes nothing). The page decides the reward; only a raw reward of exactly 1
+is a win (partial credit is a loss), and the page's wall clock is switched off (`PAGE_CLOCK_MS`),
+so the step budget alone ends a slow episode.
+
+Knobs: ``task`` (index into `web_page.TASKS`, easiest first), ``distractors`` (inert buttons,
+links, fields or checkboxes of the task's kind added to the same page: a `Knob.same_task` knob)
+and ``min_text`` (typing tasks: the problem is redrawn until every text to type has at least this
+many characters). A task's seed draws MiniWoB's problem (``Math.seedrandom``); the episode seed
+changes nothing (the pages have no other randomness).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from services.common.errors import InvalidArgumentError
+from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
+from services.env.families.web_actions import ActionSyntaxError, parse_action
+from services.env.families.web_browser import BrowserPool
+from services.env.families.web_page import (DISTRACTOR_WORDS, TASKS, Element, admissible_actions, expert_plan,
+                                            flatten_dom, is_success, outcome_text, render_page)
+
+__all__ = ["WebFamily", "WebEpisode", "DISTRACTOR_KIND"]
+
+DISTRACTOR_KIND: dict[str, str] = {"click-button": "button", "click-link": "link", "focus-text": "field",
+                                   "enter-text": "field", "click-checkboxes": "checkbox", "login-user": "field"}
+"""What the ``distractors`` knob adds to each task's page."""
+
+
+class WebEpisode(Episode):
+    """One MiniWoB++ episode on a pooled browser; the browser goes back to the pool when the page
+    ends the episode or the episode is closed, whichever comes first."""
+
+    def __init__(self, pool: BrowserPool, task: str, seed: int, distractors: int, min_text: int) -> None:
+        self.pool = pool
+        self.task = task
+        self.browser: Any = pool.acquire(task)
+        try:
+            self.browser.begin(task, seed, min_text, DISTRACTOR_KIND[task], distractors, DISTRACTOR_WORDS)
+            self._read()
+        except BaseException:
+            self._give_back(broken=True)
+            raise
+        self.task_text = f"Web task ({task}): {self.utterance}"
+        self.won = False
+        self.ended = False
+
+    def _read(self) -> dict[str, Any]:
+        snap = self.browser.snapshot()
+        self.utterance = str(snap["utterance"])
+        if snap["dom"] is not None:
+            self.elements: list[Element] = flatten_dom(snap["dom"])
+            self.observation = render_page(self.utterance, self.elements)
+            self.admissible_actions = admissible_actions(self.utterance, self.elements)
+        return snap
+
+    def _give_back(self, broken: bool = False) -> None:
+        if self.browser is not None:
+            browser, self.browser = self.browser, None
+            self.pool.release(browser, broken)
+
+    def step(self, action: str) -> StepResult:
+        """Apply one ``click``/``type`` action; an unparsable one or one the page refuses (unknown
+        ref, typing into a button) changes nothing and says why in the observation."""
+        if self.ended or self.browser is None:
+            raise InvalidArgumentError("the web episode has ended")
+        try:
+            parsed = parse_action(action)
+        except ActionSyntaxError as exc:
+            return self._unchanged(f"Invalid action: {exc}")
+        try:
+            refused = (self.browser.click(parsed.ref) if parsed.kind == "click"
+                       else self.browser.type(parsed.ref, parsed.text))
+            if refused:
+                return self._unchanged(f"Invalid action {action.strip()!r}: {refused}.")
+            snap = self._read()
+        except Exception:
+            self.ended = True
+            self._give_back(broken=True)
+            raise
+        if snap["done"]:
+            self.ended = True
+            self.won = is_success(float(snap["raw"]))
+            self.observation = f"Instruction: {self.utterance}\n{outcome_text(float(snap['raw']))}"
+            self.admissible_actions = ()
+            self._give_back()
+            return StepResult(self.observation, (), 1.0 if self.won else 0.0, True, self.won, 0 if self.won else None)
+        return StepResult(self.observation, self.admissible_actions, 0.0, False, False, self._plan_length())
+
+    def _unchanged(self, note: str) -> StepResult:
+        observation = f"{note}\n{self.observation}"
+        return StepResult(observation, self.admissible_actions, 0.0, False, False, self._plan_length())
+
+    def _plan_length(self) -> int | None:
+        plan = self.oracle_plan()
+        return None if plan is None else len(plan)
+
+    def oracle_plan(self) -> list[str] | None:
+        """The scripted expert's plan from the current page ([] once won, None once lost)."""
+        if self.ended:
+            return [] if self.won else None
+        return expert_plan(self.task, self.utterance, self.elements)
+
+    def close(self) -> None:
+        """Give the browser back to the pool (idempotent)."""
+        self._give_back()
+
+
+class WebFamily(TaskFamily):
+    """MiniWoB++ tasks in pooled headless Chromium browsers (see the module docstring)."""
+
+    name = "web"
+    library = "miniwob"
+    knobs = (
+        Knob("task", 0, len(TASKS) - 1, 1, description=f"Index into {', '.join(TASKS)} (easiest first)."),
+        Knob("distractors", 0, 8, 1, default=0, same_task=True,
+             description="Inert elements of the task's kind added to the same page."),
+        Knob("min_text", 0, 5, 1, default=0,
+             description="Typing tasks: every text to type has at least this many characters (login-user's passwords have 2-5)."),
+    )
+    max_steps = 8
+
+    def __init__(self, browsers: int = 2, wait_s: float = 120.0) -> None:
+        self.pool = BrowserPool(browsers, wait_s)
+
+    def task_of(self, spec: TaskSpec) -> str:
+        """The MiniWoB task name of ``spec`` (validated)."""
+        self.validate(spec)
+        return TASKS[int(spec.knobs["task"])]
+
+    def make_episode(self, spec: TaskSpec, episode_seed: int) -> WebEpisode:
+        """An episode of the page drawn from the task's seed (``episode_seed`` changes nothing)."""
+        return WebEpisode(self.pool, self.task_of(spec), int(spec.seed), int(spec.knobs.get("distractors", 0)),
+                          int(spec.knobs.get("min_text", 0)))
+
+    def instance_key(self, spec: TaskSpec) -> str:
+        """``web:<task>:<hash>`` of the page at the start: the observation text plus each element's
+        position, so two seeds are one instance only when the page looks the same (focus-text's
+        pages differ only by where the field is).
+
+        Raises:
+            InvalidArgumentError: knobs out of bounds.
+        """
+        episode = self.make_episode(spec, 0)
+        try:
+            snap = episode.browser.snapshot()
+            layout = _layout(snap["dom"]) if snap["dom"] is not None else ""
+            digest = hashlib.sha256(f"{episode.observation}\n{layout}".encode()).hexdigest()[:20]
+        finally:
+            episode.close()
+        return f"{self.name}:{episode.task}:{digest}"
+
+    def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
+        """Distractors first (the same page, one notch busier), then text length, then the task."""
+        return ["distractors", "min_text", "task"]
+
+    def close(self) -> None:
+        """Quit the family's browsers."""
+        self.pool.close()
+
+
+def _layout(node: Mapping[str, Any]) -> str:
+    here = f"{node.get('ref')}@{round(float(node.get('left', 0)))},{round(float(node.get('top', 0)))}"
+    return ";".join([here] + [_layout(c) for c in node.get("children") or []])

@@ -1,0 +1,159 @@
+"""The ``web`` family in a real headless Chromium (Debian's chromium + chromium-driver, MiniWoB++ 1.1.0
+pages): the scripted experts win every chosen task, the knobs change the page as documented, the
+page's wall clock does not fail a slow agent, partial credit is no win, and every browser process
+is gone after many episodes."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from services.env.families.base import TaskSpec
+from services.env.families.web import WebFamily
+from services.env.families.web_browser import BrowserMissingError, descendants, find_browser
+from services.env.families.web_page import TASKS, TYPING_TASKS, quoted
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+try:
+    find_browser()
+    MISSING = ""
+except BrowserMissingError as exc:
+    MISSING = str(exc)
+needs_browser = pytest.mark.skipif(bool(MISSING), reason=MISSING)
+
+
+@pytest.fixture(scope="module")
+def family() -> Iterator[WebFamily]:
+    fam = WebFamily(browsers=2)
+    yield fam
+    fam.close()
+
+
+def spec(task: str, seed: int, **knobs: float) -> TaskSpec:
+    return TaskSpec("web", {"task": float(TASKS.index(task)), **knobs}, seed)
+
+
+def play_expert(family: WebFamily, s: TaskSpec):
+    episode = family.make_episode(s, 0)
+    try:
+        plan = episode.oracle_plan()
+        assert plan, f"{s.key()}: the expert has no plan on\n{episode.observation}"
+        for i, action in enumerate(plan):
+            assert action in episode.admissible_actions
+            result = episode.step(action)
+            assert result.terminated == (i == len(plan) - 1), episode.observation
+        return result
+    finally:
+        episode.close()
+
+
+@needs_browser
+@pytest.mark.parametrize("task", TASKS)
+def test_the_expert_wins_every_task_with_and_without_distractors(family: WebFamily, task: str) -> None:
+    for seed in range(6):
+        for distractors in (0, 4):
+            result = play_expert(family, spec(task, seed, distractors=distractors))
+            assert (result.won, result.reward, result.oracle_plan_length) == (True, 1.0, 0)
+
+
+@needs_browser
+def test_distractors_add_inert_elements_to_the_same_page(family: WebFamily) -> None:
+    plain, busy = family.make_episode(spec("click-button", 3), 0), family.make_episode(
+        spec("click-button", 3, distractors=5), 0)
+    try:
+        assert busy.utterance == plain.utterance
+        buttons = [sum(e.tag == "BUTTON" for e in ep.elements) for ep in (plain, busy)]
+        assert buttons[1] == buttons[0] + 5
+        inert = next(a for a in busy.admissible_actions if a not in busy.oracle_plan()
+                     and any(f"[{a.split()[1]}] button" in line and '"' in line for line in busy.observation.splitlines())
+                     and a.split()[1] not in {a2.split()[1] for a2 in plain.admissible_actions})
+        result = busy.step(inert)
+        assert (result.terminated, result.won, result.oracle_plan_length) == (False, False, 1)
+    finally:
+        plain.close()
+        busy.close()
+
+
+@needs_browser
+def test_min_text_draws_longer_texts_to_type(family: WebFamily) -> None:
+    for task in sorted(TYPING_TASKS):
+        for seed in range(5):
+            episode = family.make_episode(spec(task, seed, min_text=5), 0)
+            episode.close()
+            assert min(len(q) for q in quoted(episode.utterance)) >= 5, episode.utterance
+
+
+@needs_browser
+def test_a_slow_agent_is_not_failed_by_the_pages_clock(family: WebFamily) -> None:
+    """MiniWoB's own limit is 10 s of wall time (then reward -1); the family switches it off."""
+    episode = family.make_episode(spec("enter-text", 1), 0)
+    try:
+        first, second = episode.oracle_plan()
+        assert not episode.step(first).terminated
+        time.sleep(11.0)
+        result = episode.step(second)
+        assert (result.terminated, result.won, result.reward) == (True, True, 1.0)
+    finally:
+        episode.close()
+
+
+@needs_browser
+def test_partial_credit_is_a_loss(family: WebFamily) -> None:
+    for seed in range(60):
+        episode = family.make_episode(spec("click-checkboxes", seed), 0)
+        plan = episode.oracle_plan()
+        boxes = sum(e.tag == "INPUT_checkbox" for e in episode.elements)
+        if len(plan) == 2 and boxes >= 3:  # one box wrong out of 3+: the page gives (n-2)/n > 0
+            result = episode.step(plan[-1])  # submit without fixing it
+            episode.close()
+            assert (result.terminated, result.won, result.reward, result.oracle_plan_length) == (True, False, 0.0, None)
+            assert "partial credit" in result.observation
+            return
+        episode.close()
+    pytest.fail("no click-checkboxes page with exactly one wrong box out of 3+ among 60 seeds")
+
+
+@needs_browser
+def test_invalid_actions_change_nothing_and_say_why(family: WebFamily) -> None:
+    episode = family.make_episode(spec("login-user", 2), 0)
+    try:
+        before = episode.observation
+        for action, why in [("press enter", "Invalid action"), ("click 999", "no element with ref 999"),
+                            (f'type {episode.oracle_plan()[-1].split()[1]} "x"', "is not a text field")]:
+            result = episode.step(action)
+            assert why in result.observation and before in result.observation and not result.terminated
+        assert episode.observation == before and len(episode.oracle_plan()) == 3
+    finally:
+        episode.close()
+
+
+@needs_browser
+def test_instance_keys_follow_the_page(family: WebFamily) -> None:
+    s = spec("focus-text", 4)
+    assert family.instance_key(s) == family.instance_key(s)
+    keys = {family.instance_key(spec("focus-text", seed)) for seed in range(12)}
+    assert len(keys) >= 10  # the field moves; the text is the same
+    assert family.instance_key(spec("click-button", 4)) != family.instance_key(spec("click-button", 4, distractors=1))
+
+
+@needs_browser
+def test_no_browser_process_outlives_the_family() -> None:
+    me = os.getpid()
+    before = set(descendants(me))
+    family = WebFamily(browsers=2)
+    peak = 0
+    for i in range(120):
+        a = family.make_episode(spec(TASKS[i % len(TASKS)], i), 0)
+        b = family.make_episode(spec(TASKS[(i + 1) % len(TASKS)], i), 0)  # two open at once: both browsers
+        peak = max(peak, len(set(descendants(me)) - before))
+        a.step(a.oracle_plan()[0])
+        a.close()
+        b.close()
+    assert family.pool.started_total == 2 and family.pool.running == 2
+    family.close()
+    assert set(descendants(me)) - before == set()
+    assert 2 <= peak <= 2 * 12  # chromedriver + a handful of Chromium processes per browser
