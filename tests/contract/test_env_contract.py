@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
+from rlanything.v1 import env_pb2, env_pb2_grpc
 
 from services.common.nats_server import NatsServer
 from services.contract.env_contract import check_environment
+from services.env.families.web_browser import BrowserMissingError, find_browser
 from tests.contract.conftest import _start, _stop
 from tests.launch import RLANYTHING
 
@@ -26,7 +30,19 @@ FAMILIES = {
                       "train_slots": 2, "heldout_slots": 1, "ood_slots": 0},
     "gymnasium": {"type": "gymnasium", "env_id": "CliffWalking-v1", "won_when": "terminated", "knobs": {},
                   "train_slots": 2, "heldout_slots": 1, "ood_slots": 0, "max_steps": 15},
+    "web": {"type": "web", "knobs": {"task": 3, "distractors": 1}, "train_slots": 2, "heldout_slots": 1,
+            "ood_slots": 0, "browsers": 2},
 }
+
+
+def wait_for_tasks(address: str, family: str, timeout_s: float = 90.0) -> None:
+    """Wait until the env at ``address`` lists a task of ``family`` (its pool is seeded)."""
+    with grpc.insecure_channel(address) as channel:
+        stub = env_pb2_grpc.EnvironmentStub(channel)
+        deadline = time.monotonic() + timeout_s
+        while not stub.ListTasks(env_pb2.ListTasksRequest(family=family), timeout=10).tasks:
+            assert time.monotonic() < deadline, f"no {family} task listed within {timeout_s:g} s"
+            time.sleep(0.5)
 
 
 def example_module():
@@ -37,10 +53,16 @@ def example_module():
     return module
 
 
-@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "example", "remote"])
+@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "web", "example", "remote"])
 def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contract_dir: Path) -> Iterator[str]:
     """The address of one shipped Environment implementation ("remote": the env service playing
-    the example server's tasks through `type: remote`)."""
+    the example server's tasks through `type: remote`; "web": MiniWoB++ pages in headless Chromium,
+    skipped where Chromium or chromedriver is missing)."""
+    if request.param == "web":
+        try:
+            find_browser()
+        except BrowserMissingError as exc:
+            pytest.skip(str(exc))
     server = example_module().serve(0) if request.param in ("example", "remote") else None
     if request.param == "example":
         yield f"127.0.0.1:{server.port}"
@@ -50,6 +72,8 @@ def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contr
                                              "train_slots": 2, "heldout_slots": 1, "ood_slots": 0, "max_steps": 10}
     section = {"cache_dir": str(contract_dir / "cache"), "families": [family], "scheduler": {"enabled": False}}
     proc = _start("env", section, contract_nats, contract_dir)  # the families share one pool bucket
+    if request.param == "web":  # its pool seeds after SERVING: each held-out key is a page in a browser
+        wait_for_tasks(proc.address, "web")
     yield proc.address
     _stop(proc)
     if server is not None:

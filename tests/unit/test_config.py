@@ -117,3 +117,12 @@ def test_a_reproducible_run_generates_one_chat_per_call_in_sync_rounds() -> None
     assert load_config(None, ["policy.max_batch=64"]).policy.max_batch == 64  # off: as configured
     with pytest.raises(ConfigError, match="loop.reproducible needs loop.mode 'sync'.*loop.mode='async'"):
         load_config(None, ["loop.reproducible=true", "loop.mode=async"])
+
+
+def test_web_browsers_must_cover_the_episodes_a_policy_worker_opens() -> None:
+    web = "env.families=[{type: web, knobs: {task: 0}, browsers: 8}]"
+    with pytest.raises(ConfigError, match=r"browsers=8 is below .* policy.rollout.concurrent_jobs=16 x max\(env.scheduler.group_size"
+                                          r"=8, eval_group_size=4\) = 128"):
+        load_config(None, [web])
+    assert load_config(None, [web, "policy.rollout.concurrent_jobs=1"]).env.families[0].browsers == 8
+    assert load_config(None, [web, "env.scheduler.enabled=false"]).env.families[0].type == "web"  # serves gRPC only

@@ -55,6 +55,24 @@ class RunConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _web_browsers_cover_open_episodes(self) -> "RunConfig":
+        """A ``web`` family's episodes each hold a browser, and a rollout job resets all its episodes
+        before stepping any: fewer browsers than the episodes a policy worker opens at once would
+        leave every job waiting for a browser another job holds."""
+        if not self.env.scheduler.enabled:
+            return self
+        sched, jobs = self.env.scheduler, self.policy.rollout.concurrent_jobs
+        episodes = jobs * max(sched.group_size, sched.eval_group_size)
+        for family in self.env.families:
+            if family.type == "web" and family.browsers < episodes:
+                raise ValueError(
+                    f"env.families[web].browsers={family.browsers} is below the episodes a policy worker opens at "
+                    f"once: policy.rollout.concurrent_jobs={jobs} x max(env.scheduler.group_size="
+                    f"{sched.group_size}, eval_group_size={sched.eval_group_size}) = {episodes}; raise browsers or "
+                    "lower concurrent_jobs")
+        return self
+
+    @model_validator(mode="after")
     def _shadow_judge_is_a_judge(self) -> "RunConfig":
         """``launcher.shadow_judge`` must name the shadow and make a valid reward config."""
         if self.launcher.shadow_judge:
