@@ -107,7 +107,8 @@ def over_grpc() -> float:
                 time.sleep(0.2)
             reset = stub.Reset(env_pb2.ResetRequest(task=tasks[0].ref, seed=0))
             action = next(a for a in reset.admissible_actions if a.startswith("type"))
-            out, session, steps = [], reset.session_id, 0
+            out: list[float] = []
+            session, steps = reset.session_id, 0
             while len(out) < STEPS:
                 if steps >= reset.max_steps - 1:
                     stub.Close(env_pb2.CloseRequest(session_id=session))
@@ -134,7 +135,9 @@ def main(out_path: Path, episodes: int) -> None:
     lines = [
         "# The web family: episodes/s, Step latency, browser processes and memory", "",
         f"`python scripts/bench_web_env.py` on {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs shared with "
-        f"other jobs (load varies: rates are indicative); Debian chromium + chromium-driver, miniwob 1.1.0.", "",
+        f"other jobs (load average {os.getloadavg()[0]:.1f} at the end: rates are indicative); Debian chromium + "
+        "chromium-driver, miniwob 1.1.0. The episodes cycle the tasks, so every episode loads a page (the "
+        "worst case for one browser); a browser that stays on one task only runs a script per episode.", "",
         f"Direct: one `WebFamily` browser plays {d['episodes']:.0f} scripted-expert episodes in turn, cycling the six "
         f"tasks (distractors 2): **{d['per_s']:.1f} episodes/s**; won {d['won']:.0f}/{d['episodes']:.0f}.", "",
         "| browser processes below the bench process | count |", "|---|---:|",
