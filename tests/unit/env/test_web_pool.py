@@ -99,3 +99,34 @@ def test_a_failed_start_frees_its_place() -> None:
 def test_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="browsers must be >= 1, got 0"):
         BrowserPool(0)
+
+
+def test_descendants_lists_a_child_until_it_is_reaped() -> None:
+    import os
+    import subprocess
+
+    from services.env.families.web_browser import descendants
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert child.pid in descendants(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+    assert child.pid not in descendants(os.getpid())
+
+
+def test_a_missing_browser_is_named_with_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.env.families.web_browser import BrowserMissingError, find_browser
+
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("RLA_CHROMIUM", raising=False)
+    monkeypatch.delenv("RLA_CHROMEDRIVER", raising=False)
+    with pytest.raises(BrowserMissingError, match="needs chromium and chromedriver: .*apt-get install chromium "
+                                                  "chromium-driver"):
+        find_browser()
+    monkeypatch.setenv("RLA_CHROMIUM", "/opt/chrome")
+    with pytest.raises(BrowserMissingError, match="needs chromedriver:"):
+        find_browser()
+    monkeypatch.setenv("RLA_CHROMEDRIVER", "/opt/chromedriver")
+    assert find_browser() == ("/opt/chrome", "/opt/chromedriver")
