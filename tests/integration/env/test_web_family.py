@@ -182,3 +182,22 @@ def test_the_env_labels_expert_steps_good_and_a_distractor_click_bad(family: Web
         return labels
 
     assert asyncio.run(play()) == [STEP_LABEL_BAD, STEP_LABEL_GOOD, STEP_LABEL_GOOD]
+
+
+@needs_browser
+def test_training_pages_are_kept_out_of_the_held_out_pages(family: WebFamily) -> None:
+    """`services.env.disjoint` on web pages: a held-out page drawn for training is drawn again, and
+    per-rollout training pages never hit a held-out key (focus-text: the smallest page space)."""
+    from services.common.config import FamilyConfig
+    from services.env.disjoint import disjoint_instance, eval_keys, eval_specs, train_instance
+
+    cfg = FamilyConfig(type="web", knobs={"task": 2}, train_slots=2, heldout_slots=20)
+    held = eval_specs([cfg], 0)
+    excluded = eval_keys({"web": family}, held)
+    assert 18 <= len(excluded) <= 20  # two seeds can draw the same page (measured: 19 distinct of 20)
+    redrawn, redraws = disjoint_instance(family, held[0], excluded)
+    assert redraws >= 1 and family.instance_key(redrawn) not in excluded
+    train = TaskSpec("web", {"task": 2.0}, 7)
+    for seed in range(10):
+        spec_played, _ = train_instance(family, train, seed, True, excluded)
+        assert family.instance_key(spec_played) not in excluded
