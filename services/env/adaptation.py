@@ -27,6 +27,7 @@ from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER, DIRECTI
 from services.common.bus import Delivery, EventBus
 from services.common.config import AdaptationConfig
 from services.common.errors import InvalidArgumentError
+from services.common.rounds import pool_event_id
 from services.common.streams import Subjects
 from services.env.acceptance import VariantGate
 from services.env.decisions import (LIVE, RETRY_KEY, Action, Decision, Facts, check_report, decide, needs_clash,
@@ -218,7 +219,7 @@ class Adaptation:
     async def _publish(self, report: TaskReport, kind: int, direction: int, slot, candidate,
                        reason: str, acc_prev: float = 0.0, acc_new: float = 0.0) -> None:
         kind_name = _KIND.Name(kind).removeprefix("KIND_").lower()
-        event = TaskPoolEvent(event_id=f"{report.job_id}/{kind_name}", round=report.round, kind=kind,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+        event = TaskPoolEvent(event_id=pool_event_id(report.job_id, kind_name), round=report.round, kind=kind,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                               direction=direction, parent=ref_of(slot, slot.active), acc_prev=acc_prev,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                               acc_new=acc_new, reason=reason)
         if candidate is not None:

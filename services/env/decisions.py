@@ -27,6 +27,7 @@ from services.common.algo.direction import direction_for
 from services.common.algo.variant_gate import Verdict, variant_verdict
 from services.common.config import AdaptationConfig
 from services.common.errors import InvalidEventError
+from services.common.rounds import retry_job_id
 from services.env.acceptance import LiveVerdict, live_verdict
 from services.env.proposer import Proposal, moves_difficulty
 
@@ -163,7 +164,7 @@ def retry_report(report: TaskReport, pending: TaskVersion, parent: TaskSlot) -> 
         return None
     again = TaskReport()
     again.CopyFrom(report)
-    again.job_id, again.acc, again.is_candidate = f"{report.job_id}/retry", pending.parent_acc, False
+    again.job_id, again.acc, again.is_candidate = retry_job_id(report.job_id), pending.parent_acc, False
     again.task.version = parent.active.version
     return again
 
