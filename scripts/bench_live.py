@@ -118,7 +118,7 @@ def bench_capture(tmp: Path) -> tuple[list[float], list[float]]:
     """Latencies (s) of completions without and with capture, interleaved."""
     from openai import OpenAI
 
-    from services.env.families.gym_text import FrozenLakeFamily
+    from services.env.families.frozenlake import FrozenLakeFamily
     from services.offline.policy_sft import build_tiny_for, demonstrations
 
     fam = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
