@@ -29,7 +29,7 @@ from services.common.config import ConsumerConfig, FamilyConfig, NatsConfig, PPO
 from services.common.models.generation import HFGenerator, Sampling  # noqa: E402
 from services.common.nats_server import NatsServer, free_port  # noqa: E402
 from services.common.service_start import Started, start_service, wait_serving  # noqa: E402
-from services.common.training import ppo_update  # noqa: E402
+from services.common.ppo_update import ppo_update  # noqa: E402
 from services.env.families.frozenlake import FrozenLakeFamily  # noqa: E402
 from services.policy.prompting import step_chat  # noqa: E402
 from services.offline.policy_sft import build_tiny_for, demonstrations  # noqa: E402

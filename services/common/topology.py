@@ -257,7 +257,7 @@ class Consumers:
         "policy/service.py:PolicyService.on_job", "policy.role all or rollout", _role("policy", "all", "rollout"))
     POLICY_TRAINER = ConsumerSpec(
         "policy-trainer", Subjects.SAMPLES_POLICY, "PolicySampleBatch", "policy",
-        "common/trainer_shell.py:Trainer.on_batch", "policy.role all or trainer", _role("policy", "all", "trainer"))
+        "common/trainer.py:Trainer.on_batch", "policy.role all or trainer", _role("policy", "all", "trainer"))
     POLICY_ERASURES = ConsumerSpec(
         "policy-trainer-erasures", f"{Subjects.INGEST_ERASED}.>", "EpisodesErased", "policy",
         "policy/service.py:PolicyService._on_erased", "policy.role all or trainer", _role("policy", "all", "trainer"))
@@ -277,7 +277,7 @@ class Consumers:
         "reward/worker.py:TrajectoryJudger.on_trajectory", "reward.shadow set (launcher.shadow_judge)", _shadow_judge)
     REWARD_TRAINER = ConsumerSpec(
         "reward-trainer", Subjects.SAMPLES_REWARD, "RewardSampleBatch", "reward",
-        "common/trainer_shell.py:Trainer.on_batch", "reward.role all or trainer", _role("reward", "all", "trainer"))
+        "common/trainer.py:Trainer.on_batch", "reward.role all or trainer", _role("reward", "all", "trainer"))
     REWARD_ERASURES = ConsumerSpec(
         "reward-{role}-erasures", f"{Subjects.INGEST_ERASED}.>", "EpisodesErased", "reward",
         "reward/service.py:RewardService._on_erased", "no reward.shadow (one per reward.role)",
@@ -375,13 +375,13 @@ class Buckets:
         "the latest announced version per role (key policy, reward)",
         ("policy: version_follower.py", "reward: version_follower.py"))
     POLICY_SAMPLES = BucketSpec(
-        "policy_samples", "", "PolicySampleBatch", "policy: common/trainer_shell.py:Trainer",
+        "policy_samples", "", "PolicySampleBatch", "policy: common/trainer.py:Trainer",
         "policy sample batches stored until trained (key = batch id)")
     REWARD_SAMPLES = BucketSpec(
-        "reward_samples", "", "RewardSampleBatch", "reward: common/trainer_shell.py:Trainer",
+        "reward_samples", "", "RewardSampleBatch", "reward: common/trainer.py:Trainer",
         "RM sample batches stored until trained (key = batch id)")
     TRAINED = BucketSpec(
-        "{role}_trained", "", "ModelVersion", "policy, reward: common/trainer_shell.py:Trainer",
+        "{role}_trained", "", "ModelVersion", "policy, reward: common/trainer.py:Trainer",
         "batch key → the version that trained it (role policy or reward)")
     ENV_POOL = BucketSpec(
         "{pool_bucket}", "env.pool_bucket", "TaskSlot", "env: env/pool.py:TaskPool", "the task pool, one slot a key")
@@ -462,7 +462,7 @@ ROUND: tuple[Step, ...] = (
          f"{Subjects.CRITIC_TASK}, {Subjects.METRICS_ROUND}"),
     Step("adapt", "env", "env/adaptation.py:Adaptation.on_report", Subjects.CRITIC_TASK,
          f"{Subjects.ENV_POOL} (accept, reject or propose a task)"),
-    Step("train", "policy (trainer), reward (trainer)", "common/trainer_shell.py:Trainer.on_batch",
+    Step("train", "policy (trainer), reward (trainer)", "common/trainer.py:Trainer.on_batch",
          f"{Subjects.SAMPLES_POLICY}, {Subjects.SAMPLES_REWARD}",
          "the round's batches all in (sync) or enough samples (async): learner.learn, then VersionStore.announce"),
     Step("announce", "policy (trainer), reward (trainer)", "common/checkpoints.py:VersionStore.announce",

@@ -27,7 +27,7 @@ from services.common.streams import Subjects
 from services.common.topology import Buckets, Consumers
 from services.common.data_parallel import join_process_group
 from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
-from services.common.trainer_shell import PPOLearner, Trainer, staleness_bounds
+from services.common.trainer import PPOLearner, Trainer, staleness_bounds
 from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer

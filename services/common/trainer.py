@@ -50,7 +50,7 @@ from services.common.topology import Buckets
 from services.common.models.generation import HFGenerator
 from services.common.models.loading import load_model, resolve_model_path
 from services.common.models.lora import adapter_disabled, with_lora
-from services.common.training import ppo_update
+from services.common.ppo_update import ppo_update
 from services.common.seeding import derive_seed
 
 __all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "async_quota_met", "TRAINER_METRICS",
@@ -105,7 +105,7 @@ def _loaded(source: str, cache_dir: str | Path) -> Iterator[torch.nn.Module]:
 
 
 class PPOLearner:
-    """PPO on a local HF model (`services.common.training.ppo_update`), checkpointed per version.
+    """PPO on a local HF model (`services.common.ppo_update.ppo_update`), checkpointed per version.
 
     ``frozen``: announce a version per round without changing the weights (the fixed-judge
     ablation). With ``ppo.ref_beta`` the starting weights are the KL anchor (see ``reference``).
