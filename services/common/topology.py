@@ -142,14 +142,14 @@ SUBJECTS: tuple[SubjectUse, ...] = (
     SubjectUse("METRICS_ROUND", "RoundMetrics", ("critic: critic/service.py:CriticService._close",),
                watched_by=(_PROGRESS,)),
     SubjectUse("METRICS_ENV", "RoundMetrics", ("env: env/scheduler.py:Scheduler",), watched_by=(_PROGRESS,)),
-    SubjectUse("INGEST_EPISODE", "IngestEpisode", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("INGEST_FEEDBACK", "Feedback", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("INGEST_SETTLED", "SettledEpisode", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
+    SubjectUse("INGEST_EPISODE", "IngestEpisode", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("INGEST_FEEDBACK", "Feedback", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("INGEST_SETTLED", "SettledEpisode", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
     SubjectUse("INGEST_COMPLETION", "CapturedCompletion", ("policy: policy/capture.py:Capturer.run",),
                ".<tenant>.<episode>"),
-    SubjectUse("INGEST_CANDIDATE", "LiveTaskCandidate", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("INGEST_ERASED", "EpisodesErased", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("TRAJ_LIVE", "Trajectory", ("ingest: ingest/core.py:IngestCore",), ".<tenant>.<episode>"),
+    SubjectUse("INGEST_CANDIDATE", "LiveTaskCandidate", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("INGEST_ERASED", "EpisodesErased", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("TRAJ_LIVE", "Trajectory", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>.<episode>"),
     SubjectUse("TRAJ_LIVE_JUDGED", "JudgedTrajectory", ("reward: reward/worker.py:TrajectoryJudger.on_trajectory",),
                ".<tenant>.<episode>"),
     SubjectUse("TRAJ_SHADOW", "JudgedTrajectory", ("reward (shadow): reward/worker.py:TrajectoryJudger.on_trajectory",),
@@ -308,7 +308,7 @@ class Consumers:
         "critic/live.py:LiveCritic.forget", "always")
     INGEST_CAPTURES = ConsumerSpec(
         "ingest-captures", f"{Subjects.INGEST_COMPLETION}.>", "CapturedCompletion", "ingest",
-        "ingest/core.py:IngestCore.on_capture", "always")
+        "ingest/shell.py:IngestShell.on_capture", "always")
 
 
 CONSUMERS: tuple[ConsumerSpec, ...] = tuple(v for k, v in vars(Consumers).items() if isinstance(v, ConsumerSpec))
@@ -410,17 +410,17 @@ class Buckets:
         "{judged_bucket}_shadow_{shadow}", "reward.judged_bucket", "RM version (text)",
         "reward (shadow): reward/worker.py:JudgedMarks", "a shadow judge's own marks", ttl="the TRAJ stream's max age")
     INGEST_EPISODES = BucketSpec(
-        "{episodes_bucket}", "ingest.episodes_bucket", "EpisodeRecord", "ingest: ingest/core.py:IngestCore",
+        "{episodes_bucket}", "ingest.episodes_bucket", "EpisodeRecord", "ingest: ingest/shell.py:IngestShell",
         "episode records (redacted); the sweeper deletes them after ingest.retention_days or their consent's")
     INGEST_ERASURES = BucketSpec(
-        "{episodes_bucket}_erasures", "ingest.episodes_bucket", "integer (text)", "ingest: ingest/core.py:IngestCore",
+        "{episodes_bucket}_erasures", "ingest.episodes_bucket", "integer (text)", "ingest: ingest/shell.py:IngestShell",
         "tenant → its erasure count (part of every message id)")
     INGEST_ORPHANS = BucketSpec(
-        "{feedback_bucket}", "ingest.feedback_bucket", "Feedback", "ingest: ingest/core.py:IngestCore",
+        "{feedback_bucket}", "ingest.feedback_bucket", "Feedback", "ingest: ingest/shell.py:IngestShell",
         "feedback waiting for its episode (none when ingest.orphan_feedback_wait_s is 0)",
         ttl="ingest.orphan_feedback_wait_s")
     INGEST_CAPTURES = BucketSpec(
-        "{captures_bucket}", "ingest.captures_bucket", "CapturedCompletion", "ingest: ingest/core.py:IngestCore",
+        "{captures_bucket}", "ingest.captures_bucket", "CapturedCompletion", "ingest: ingest/shell.py:IngestShell",
         "captured completions waiting for their episode",
         ttl="ingest.idle_close_s + settle_window_s + orphan_feedback_wait_s")
 
