@@ -117,7 +117,7 @@ def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tens
             logp = token_logprobs(model, batch.input_ids_BL[part, :n], batch.attention_mask_BL[part, :n], keep)
         part_loss, stats = ppo_clip_loss(logp, old_BL[part, :n], batch.advantage_B[part], mask_BL[part, :n],
                                          eps=cfg.eps, beta=cfg.beta, dual_clip=cfg.dual_clip,
-                                         logp_ref_BT=None if ref_BL is None else ref_BL[part, :n],
+                                         logp_ref_BL=None if ref_BL is None else ref_BL[part, :n],
                                          ref_beta=cfg.ref_beta, weight_B=w)
         share = float(w.sum()) / total_w if counts else 0.0
         (part_loss * (share * shard.world)).backward()
