@@ -461,10 +461,11 @@ ROUND: tuple[Step, ...] = (
          f"critic/group_eval.py:evaluate_group, then {Subjects.SAMPLES_POLICY}, {Subjects.SAMPLES_REWARD}, "
          f"{Subjects.CRITIC_TASK}, {Subjects.METRICS_ROUND}"),
     Step("adapt", "env", "env/adaptation.py:Adaptation.on_report", Subjects.CRITIC_TASK,
-         f"{Subjects.ENV_POOL} (accept, reject or propose a task)"),
+         f"env/decisions.py:decide (pure), then {Subjects.ENV_POOL} (accept, reject or propose a task)"),
     Step("train", "policy (trainer), reward (trainer)", "common/trainer.py:Trainer.on_batch",
          f"{Subjects.SAMPLES_POLICY}, {Subjects.SAMPLES_REWARD}",
-         "the round's batches all in (sync) or enough samples (async): learner.learn, then VersionStore.announce"),
+         "the round's batches all in (sync: common/rounds.py:round_batches) or enough samples (async): "
+         "learner.learn, then VersionStore.announce"),
     Step("announce", "policy (trainer), reward (trainer)", "common/checkpoints.py:VersionStore.announce",
          "a trained version", f"{Subjects.MODELS_POLICY}, {Subjects.MODELS_REWARD}, KV models"),
     Step("hot-load", "policy (rollout worker), reward (judge)", "common/version_follower.py:VersionFollower.run",
