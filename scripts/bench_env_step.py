@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,8 +20,8 @@ import grpc  # noqa: E402
 import yaml  # noqa: E402
 
 from rlanything.v1 import env_pb2, env_pb2_grpc  # noqa: E402
-from services.common.grpc_runtime import check_health_sync  # noqa: E402
 from services.common.nats_server import NatsServer, free_port  # noqa: E402
+from services.common.service_start import Started, start_service, wait_serving  # noqa: E402
 from services.env.families.registry import build_family  # noqa: E402
 from services.common.config import FamilyConfig  # noqa: E402
 from services.env.pool import spec_of  # noqa: E402
@@ -83,13 +82,10 @@ def main(out_path: Path) -> None:
     with NatsServer() as nats:
         config["nats"] = {"url": nats.url}
         (tmp / "run.yaml").write_text(yaml.safe_dump(config))
-        proc = subprocess.Popen([sys.executable, "-m", "services.env", "--config", str(tmp / "run.yaml")],
-                                stderr=open(tmp / "env.log", "wb"))
+        proc = start_service("env", tmp / "run.yaml", tmp / "env.log")
         try:
             address = f"127.0.0.1:{port}"
-            while check_health_sync(address) != "SERVING":
-                assert proc.poll() is None, (tmp / "env.log").read_text()
-                time.sleep(0.1)
+            wait_serving([Started("env", address, proc, tmp / "env.log")], 300)
             stub = env_pb2_grpc.EnvironmentStub(grpc.insecure_channel(address))
             tasks: list[env_pb2.TaskInfo] = []
             while len(tasks) < len(FAMILIES):

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from services.common.config import FamilyConfig, JudgeSFTConfig, PPOConfig, TinyModelConfig  # noqa: E402
 from rlanything.v1.events_pb2 import Trajectory  # noqa: E402
 from services.common.models.generation import HFGenerator  # noqa: E402
-from services.env.families.gym_text import FrozenLakeFamily  # noqa: E402
+from services.env.families.frozenlake import FrozenLakeFamily  # noqa: E402
 from services.offline.judge_episodes import record_groups  # noqa: E402
 from services.reward.judges import JudgeSettings, LLMJudge  # noqa: E402
 from services.offline.judge_eval import JudgeAccuracy, consistency_round, judge_accuracy, judge_trajectories  # noqa: E402

@@ -30,8 +30,8 @@ import yaml  # noqa: E402
 
 from services.common.bus import EventBus  # noqa: E402
 from services.common.config import ConsumerConfig, FamilyConfig, NatsConfig, TinyModelConfig  # noqa: E402
-from services.common.grpc_runtime import check_health_sync  # noqa: E402
 from services.common.nats_server import NatsServer, free_port  # noqa: E402
+from services.common.service_start import Started, start_service, wait_serving  # noqa: E402
 
 EPISODES = 400
 CONCURRENCY = 8
@@ -42,12 +42,8 @@ KEY = "bench-key-0123456789"
 def _start(name: str, config: dict, tmp: Path) -> subprocess.Popen:
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = subprocess.Popen([sys.executable, "-m", f"services.{name}", "--config", str(path)],
-                            stdout=open(tmp / f"{name}.log", "wb"), stderr=subprocess.STDOUT)
-    address = f"127.0.0.1:{config[name]['server']['grpc_port']}"
-    while check_health_sync(address) != "SERVING":
-        assert proc.poll() is None, (tmp / f"{name}.log").read_text()[-2000:]
-        time.sleep(0.1)
+    proc = start_service(name, path, tmp / f"{name}.log")
+    wait_serving([Started(name, f"127.0.0.1:{config[name]['server']['grpc_port']}", proc, tmp / f"{name}.log")], 300)
     return proc
 
 
@@ -122,7 +118,7 @@ def bench_capture(tmp: Path) -> tuple[list[float], list[float]]:
     """Latencies (s) of completions without and with capture, interleaved."""
     from openai import OpenAI
 
-    from services.env.families.gym_text import FrozenLakeFamily
+    from services.env.families.frozenlake import FrozenLakeFamily
     from services.offline.policy_sft import build_tiny_for, demonstrations
 
     fam = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,11 +26,11 @@ from services.common.algo.batching import Sample  # noqa: E402
 from services.common.bus import EventBus  # noqa: E402
 from services.common.checkpoints import VersionStore, save_checkpoint  # noqa: E402
 from services.common.config import ConsumerConfig, FamilyConfig, NatsConfig, PPOConfig, TinyModelConfig  # noqa: E402
-from services.common.grpc_runtime import check_health_sync  # noqa: E402
 from services.common.models.generation import HFGenerator, Sampling  # noqa: E402
 from services.common.nats_server import NatsServer, free_port  # noqa: E402
-from services.common.training import ppo_update  # noqa: E402
-from services.env.families.gym_text import FrozenLakeFamily  # noqa: E402
+from services.common.service_start import Started, start_service, wait_serving  # noqa: E402
+from services.common.ppo_update import ppo_update  # noqa: E402
+from services.env.families.frozenlake import FrozenLakeFamily  # noqa: E402
 from services.policy.prompting import step_chat  # noqa: E402
 from services.offline.policy_sft import build_tiny_for, demonstrations  # noqa: E402
 
@@ -91,13 +90,10 @@ def main(model_dir: Path | None, out_path: Path) -> None:
                   "policy": {"role": "rollout", "openai_port": 0, "server": {"grpc_port": port},
                              "model": {"source": str(model_dir)}, "checkpoint_dir": str(tmp / "ckpt")}}
         (tmp / "run.yaml").write_text(yaml.safe_dump(config))
-        proc = subprocess.Popen([sys.executable, "-m", "services.policy", "--config", str(tmp / "run.yaml")],
-                                stderr=open(tmp / "policy.log", "wb"))
+        proc = start_service("policy", tmp / "run.yaml", tmp / "policy.log")
         try:
             address = f"127.0.0.1:{port}"
-            while check_health_sync(address) != "SERVING":
-                assert proc.poll() is None, (tmp / "policy.log").read_text()
-                time.sleep(0.1)
+            wait_serving([Started("policy", address, proc, tmp / "policy.log")], 300)
             stub = policy_pb2_grpc.PolicyStub(grpc.insecure_channel(address))
             request = policy_pb2.GenerateRequest(
                 prompts=[policy_pb2.Conversation(messages=[policy_pb2.ChatMessage(**m) for m in c]) for c in batch],

@@ -117,7 +117,7 @@ def child(mode: str, cache_dir: str) -> dict:
             gen.generate([chat] * 8, Sampling(max_new_tokens=32, temperature=0.0))
         extra: dict = {}
     else:
-        from services.common.trainer_shell import PPOLearner
+        from services.common.trainer import PPOLearner
 
         ppo = PPOConfig(lr=1e-5, optimizer_steps=2, max_kl=0.1, ref_beta=0.1, merge_duplicates=False,
                         **TRAINERS[mode][0])
@@ -132,7 +132,7 @@ def child(mode: str, cache_dir: str) -> dict:
 
 def learner_update(learner, samples) -> dict:
     """One `ppo_update` exactly as `PPOLearner.learn` calls it (synchronous mode: π_old recomputed)."""
-    from services.common.training import ppo_update
+    from services.common.ppo_update import ppo_update
 
     return ppo_update(learner.generator.model, learner.optimizer, samples, learner.ppo,
                       learner.generator.tokenizer.pad_token_id, True, learner.reference, 0)

@@ -24,7 +24,7 @@ from services.common.algo.batching import Sample  # noqa: E402
 from services.common.config import LoraSettings, PPOConfig  # noqa: E402
 from services.common.data_parallel import join_process_group  # noqa: E402
 from services.common.models.generation import HFGenerator  # noqa: E402
-from services.common.trainer_shell import PPOLearner  # noqa: E402
+from services.common.trainer import PPOLearner  # noqa: E402
 
 CFG = PPOConfig(lr=1e-4, optimizer_steps=4, ref_beta=0.05, lora=LoraSettings(rank=16, alpha=32),
                 micro_batch_tokens=2048, autocast="bf16", gradient_checkpointing=True)

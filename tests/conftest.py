@@ -18,8 +18,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -28,8 +26,8 @@ import yaml
 
 from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, FamilyConfig, NatsConfig, RewardServiceConfig
-from services.common.grpc_runtime import check_health_sync
 from services.common.nats_server import NatsServer, free_port
+from services.common.service_start import Started, start_service, wait_serving
 
 TIER_OF_FOLDER = {"unit": "unit", "integration": "integration", "contract": "integration", "k8s": "integration",
                   "system": "system", "heavy": "heavy", "vllm_backend": None}
@@ -122,15 +120,8 @@ class ServiceProcess:
 
     def start(self, timeout_s: float = 90.0) -> "ServiceProcess":
         """Start the process and wait until its gRPC health check says SERVING."""
-        self.proc = subprocess.Popen([sys.executable, "-m", f"services.{self.name}", "--config", str(self.config_path)],
-                                     stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while check_health_sync(self.address) != "SERVING":
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.name} exited {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} not SERVING after {timeout_s} s")
-            time.sleep(0.1)
+        self.proc = start_service(self.name, self.config_path, self.log_path)
+        wait_serving([Started(self.name, self.address, self.proc, self.log_path)], timeout_s)
         return self
 
     def log_messages(self) -> list[dict]:

@@ -1,6 +1,6 @@
 """Undo the last AdamW step in place, from the gradients it used: no copy of weights or optimizer state.
 
-The PPO trust region (`services.common.training`) undoes a single optimizer step that takes the
+The PPO trust region (`services.common.ppo_update`) undoes a single optimizer step that takes the
 minibatch's KL above ``max_kl``. Copying the weights and AdamW's two moment buffers before every
 step to make that possible costs 12 bytes per parameter (84 GB for a 7B model) per step. AdamW's
 step is invertible from what is still in memory after it — the gradients ``p.grad`` it read, the

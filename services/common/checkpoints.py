@@ -17,18 +17,19 @@ from typing import Protocol
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion
+from rlanything.v1.events_pb2 import ModelVersion
 
 from services.common.bus import EventBus
 from services.common.kv import ProtoBucket
+from services.common.rounds import ROLE_ENUM, model_version_id
 from services.common.models.loading import checkpoint_sha256
 from services.common.streams import Subjects
 from services.common.topology import Buckets
 
 __all__ = ["ROLES", "save_checkpoint", "VersionStore", "Reloadable"]
 
-ROLES = {"policy": (MODEL_ROLE_POLICY, Subjects.MODELS_POLICY),
-         "reward": (MODEL_ROLE_REWARD_MODEL, Subjects.MODELS_REWARD)}
+ROLES = {"policy": (ROLE_ENUM["policy"], Subjects.MODELS_POLICY),
+         "reward": (ROLE_ENUM["reward"], Subjects.MODELS_REWARD)}
 
 
 def save_checkpoint(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, root: str | Path, role: str, version: int,
@@ -96,7 +97,7 @@ class VersionStore:
                              trained_on_round=trained_on_round, published_unix_s=time.time(),
                              metrics={k: v for k, v in (metrics or {}).items() if v == v},  # drop NaN
                              batch_keys=list(batch_keys))
-        await self.bus.publish(subject, event, msg_id=f"{role}/v{version}")
+        await self.bus.publish(subject, event, msg_id=model_version_id(role, version))
 
         def newer(current: ModelVersion | None) -> ModelVersion:
             return event if current is None or version >= current.version else current

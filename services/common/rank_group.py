@@ -31,7 +31,7 @@ from services.common.algo.batching import Sample
 from services.common.data_parallel import launched_world
 from services.common.errors import ConfigError, ServiceFailedError
 from services.common.runtime import Service
-from services.common.trainer_shell import PPOLearner
+from services.common.trainer import PPOLearner
 
 __all__ = ["Command", "run_command", "LeadingLearner", "follow", "follow_then_stop", "heartbeat_interval",
            "lead_or_follow", "require_trainer_role", "stop_followers"]

@@ -142,14 +142,14 @@ SUBJECTS: tuple[SubjectUse, ...] = (
     SubjectUse("METRICS_ROUND", "RoundMetrics", ("critic: critic/service.py:CriticService._close",),
                watched_by=(_PROGRESS,)),
     SubjectUse("METRICS_ENV", "RoundMetrics", ("env: env/scheduler.py:Scheduler",), watched_by=(_PROGRESS,)),
-    SubjectUse("INGEST_EPISODE", "IngestEpisode", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("INGEST_FEEDBACK", "Feedback", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("INGEST_SETTLED", "SettledEpisode", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
+    SubjectUse("INGEST_EPISODE", "IngestEpisode", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("INGEST_FEEDBACK", "Feedback", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("INGEST_SETTLED", "SettledEpisode", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
     SubjectUse("INGEST_COMPLETION", "CapturedCompletion", ("policy: policy/capture.py:Capturer.run",),
                ".<tenant>.<episode>"),
-    SubjectUse("INGEST_CANDIDATE", "LiveTaskCandidate", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("INGEST_ERASED", "EpisodesErased", ("ingest: ingest/core.py:IngestCore",), ".<tenant>"),
-    SubjectUse("TRAJ_LIVE", "Trajectory", ("ingest: ingest/core.py:IngestCore",), ".<tenant>.<episode>"),
+    SubjectUse("INGEST_CANDIDATE", "LiveTaskCandidate", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("INGEST_ERASED", "EpisodesErased", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>"),
+    SubjectUse("TRAJ_LIVE", "Trajectory", ("ingest: ingest/shell.py:IngestShell",), ".<tenant>.<episode>"),
     SubjectUse("TRAJ_LIVE_JUDGED", "JudgedTrajectory", ("reward: reward/worker.py:TrajectoryJudger.on_trajectory",),
                ".<tenant>.<episode>"),
     SubjectUse("TRAJ_SHADOW", "JudgedTrajectory", ("reward (shadow): reward/worker.py:TrajectoryJudger.on_trajectory",),
@@ -257,7 +257,7 @@ class Consumers:
         "policy/service.py:PolicyService.on_job", "policy.role all or rollout", _role("policy", "all", "rollout"))
     POLICY_TRAINER = ConsumerSpec(
         "policy-trainer", Subjects.SAMPLES_POLICY, "PolicySampleBatch", "policy",
-        "common/trainer_shell.py:Trainer.on_batch", "policy.role all or trainer", _role("policy", "all", "trainer"))
+        "common/trainer.py:Trainer.on_batch", "policy.role all or trainer", _role("policy", "all", "trainer"))
     POLICY_ERASURES = ConsumerSpec(
         "policy-trainer-erasures", f"{Subjects.INGEST_ERASED}.>", "EpisodesErased", "policy",
         "policy/service.py:PolicyService._on_erased", "policy.role all or trainer", _role("policy", "all", "trainer"))
@@ -277,7 +277,7 @@ class Consumers:
         "reward/worker.py:TrajectoryJudger.on_trajectory", "reward.shadow set (launcher.shadow_judge)", _shadow_judge)
     REWARD_TRAINER = ConsumerSpec(
         "reward-trainer", Subjects.SAMPLES_REWARD, "RewardSampleBatch", "reward",
-        "common/trainer_shell.py:Trainer.on_batch", "reward.role all or trainer", _role("reward", "all", "trainer"))
+        "common/trainer.py:Trainer.on_batch", "reward.role all or trainer", _role("reward", "all", "trainer"))
     REWARD_ERASURES = ConsumerSpec(
         "reward-{role}-erasures", f"{Subjects.INGEST_ERASED}.>", "EpisodesErased", "reward",
         "reward/service.py:RewardService._on_erased", "no reward.shadow (one per reward.role)",
@@ -308,7 +308,7 @@ class Consumers:
         "critic/live.py:LiveCritic.forget", "always")
     INGEST_CAPTURES = ConsumerSpec(
         "ingest-captures", f"{Subjects.INGEST_COMPLETION}.>", "CapturedCompletion", "ingest",
-        "ingest/core.py:IngestCore.on_capture", "always")
+        "ingest/shell.py:IngestShell.on_capture", "always")
 
 
 CONSUMERS: tuple[ConsumerSpec, ...] = tuple(v for k, v in vars(Consumers).items() if isinstance(v, ConsumerSpec))
@@ -375,13 +375,13 @@ class Buckets:
         "the latest announced version per role (key policy, reward)",
         ("policy: version_follower.py", "reward: version_follower.py"))
     POLICY_SAMPLES = BucketSpec(
-        "policy_samples", "", "PolicySampleBatch", "policy: common/trainer_shell.py:Trainer",
+        "policy_samples", "", "PolicySampleBatch", "policy: common/trainer.py:Trainer",
         "policy sample batches stored until trained (key = batch id)")
     REWARD_SAMPLES = BucketSpec(
-        "reward_samples", "", "RewardSampleBatch", "reward: common/trainer_shell.py:Trainer",
+        "reward_samples", "", "RewardSampleBatch", "reward: common/trainer.py:Trainer",
         "RM sample batches stored until trained (key = batch id)")
     TRAINED = BucketSpec(
-        "{role}_trained", "", "ModelVersion", "policy, reward: common/trainer_shell.py:Trainer",
+        "{role}_trained", "", "ModelVersion", "policy, reward: common/trainer.py:Trainer",
         "batch key → the version that trained it (role policy or reward)")
     ENV_POOL = BucketSpec(
         "{pool_bucket}", "env.pool_bucket", "TaskSlot", "env: env/pool.py:TaskPool", "the task pool, one slot a key")
@@ -413,17 +413,17 @@ class Buckets:
         "{judged_bucket}_shadow_{shadow}", "reward.judged_bucket", "RM version (text)",
         "reward (shadow): reward/worker.py:JudgedMarks", "a shadow judge's own marks", ttl="the TRAJ stream's max age")
     INGEST_EPISODES = BucketSpec(
-        "{episodes_bucket}", "ingest.episodes_bucket", "EpisodeRecord", "ingest: ingest/core.py:IngestCore",
+        "{episodes_bucket}", "ingest.episodes_bucket", "EpisodeRecord", "ingest: ingest/shell.py:IngestShell",
         "episode records (redacted); the sweeper deletes them after ingest.retention_days or their consent's")
     INGEST_ERASURES = BucketSpec(
-        "{episodes_bucket}_erasures", "ingest.episodes_bucket", "integer (text)", "ingest: ingest/core.py:IngestCore",
+        "{episodes_bucket}_erasures", "ingest.episodes_bucket", "integer (text)", "ingest: ingest/shell.py:IngestShell",
         "tenant → its erasure count (part of every message id)")
     INGEST_ORPHANS = BucketSpec(
-        "{feedback_bucket}", "ingest.feedback_bucket", "Feedback", "ingest: ingest/core.py:IngestCore",
+        "{feedback_bucket}", "ingest.feedback_bucket", "Feedback", "ingest: ingest/shell.py:IngestShell",
         "feedback waiting for its episode (none when ingest.orphan_feedback_wait_s is 0)",
         ttl="ingest.orphan_feedback_wait_s")
     INGEST_CAPTURES = BucketSpec(
-        "{captures_bucket}", "ingest.captures_bucket", "CapturedCompletion", "ingest: ingest/core.py:IngestCore",
+        "{captures_bucket}", "ingest.captures_bucket", "CapturedCompletion", "ingest: ingest/shell.py:IngestShell",
         "captured completions waiting for their episode",
         ttl="ingest.idle_close_s + settle_window_s + orphan_feedback_wait_s")
 
@@ -464,10 +464,11 @@ ROUND: tuple[Step, ...] = (
          f"critic/group_eval.py:evaluate_group, then {Subjects.SAMPLES_POLICY}, {Subjects.SAMPLES_REWARD}, "
          f"{Subjects.CRITIC_TASK}, {Subjects.METRICS_ROUND}"),
     Step("adapt", "env", "env/adaptation.py:Adaptation.on_report", Subjects.CRITIC_TASK,
-         f"{Subjects.ENV_POOL} (accept, reject or propose a task)"),
-    Step("train", "policy (trainer), reward (trainer)", "common/trainer_shell.py:Trainer.on_batch",
+         f"env/decisions.py:decide (pure), then {Subjects.ENV_POOL} (accept, reject or propose a task)"),
+    Step("train", "policy (trainer), reward (trainer)", "common/trainer.py:Trainer.on_batch",
          f"{Subjects.SAMPLES_POLICY}, {Subjects.SAMPLES_REWARD}",
-         "the round's batches all in (sync) or enough samples (async): learner.learn, then VersionStore.announce"),
+         "the round's batches all in (sync: common/rounds.py:round_batches) or enough samples (async): "
+         "learner.learn, then VersionStore.announce"),
     Step("announce", "policy (trainer), reward (trainer)", "common/checkpoints.py:VersionStore.announce",
          "a trained version", f"{Subjects.MODELS_POLICY}, {Subjects.MODELS_REWARD}, KV models"),
     Step("hot-load", "policy (rollout worker), reward (judge)", "common/version_follower.py:VersionFollower.run",

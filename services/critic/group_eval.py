@@ -36,6 +36,7 @@ from services.common.algo.step_advantage import step_advantages
 from services.common.algo.task_acc import count_wins
 from services.common.algo.variant_gate import variant_verdict
 from services.common.config import CriticServiceConfig
+from services.common.rounds import batch_id, sample_id
 from services.critic.round_stats import LABEL_SIGN, judge_stats
 
 __all__ = ["GroupOutputs", "evaluate_group", "trains_models", "ZERO_ADVANTAGE"]
@@ -90,7 +91,7 @@ def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
             if abs(a) <= ZERO_ADVANTAGE:
                 zero += 1
                 continue
-            samples.append(TrainingSample(sample_id=f"{t.trajectory_id}/{step.index}",
+            samples.append(TrainingSample(sample_id=sample_id(t.trajectory_id, step.index),
                                           prompt_token_ids=step.prompt_token_ids,
                                           response_token_ids=step.response_token_ids,
                                           behaviour_logprobs=step.behaviour_logprobs, advantage=a,
@@ -110,7 +111,7 @@ def _reward_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig) 
             for l, (vote, r) in enumerate(zip(judgement.votes, r_M)):
                 if abs(r) <= ZERO_ADVANTAGE:
                     continue
-                samples.append(TrainingSample(sample_id=f"{t.trajectory_id}/{judgement.step_index}/{l}",
+                samples.append(TrainingSample(sample_id=sample_id(t.trajectory_id, judgement.step_index, l),
                                               prompt_token_ids=judgement.prompt_token_ids,
                                               response_token_ids=vote.response_token_ids,
                                               behaviour_logprobs=vote.behaviour_logprobs, advantage=r,
@@ -183,6 +184,6 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
                   "sum/groups_candidate_trained": float(first.is_candidate and trains), "sum/trajectories": float(len(recs)),
                   "sum/policy_samples": float(len(policy_samples)), "sum/reward_samples": float(len(reward_samples))})
     batch: dict[str, Any] = {"round": first.round, "task": first.task, "jobs_in_round": first.jobs_in_round}
-    return GroupOutputs(policy=PolicySampleBatch(batch_id=f"{first.job_id}/policy", samples=policy_samples, **batch),
-                        reward=RewardSampleBatch(batch_id=f"{first.job_id}/reward", samples=reward_samples, **batch),
+    return GroupOutputs(policy=PolicySampleBatch(batch_id=batch_id(first.job_id, "policy"), samples=policy_samples, **batch),
+                        reward=RewardSampleBatch(batch_id=batch_id(first.job_id, "reward"), samples=reward_samples, **batch),
                         report=report, stats=stats)

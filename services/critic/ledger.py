@@ -13,6 +13,7 @@ from rlanything.v1.critic_pb2 import RoundReport, TaskStats
 from rlanything.v1.events_pb2 import RoundMetrics, TaskRef, TaskReport
 
 from services.common.errors import InvalidArgumentError, NotFoundError
+from services.common.rounds import latest_closed_round
 from services.critic.round_stats import round_metrics
 
 __all__ = ["Ledger"]
@@ -55,9 +56,7 @@ class Ledger:
 
     def latest_complete_round(self) -> int | None:
         """The highest round with a closed group and no open group, or None."""
-        open_rounds = set(self.open_jobs.values())
-        done = [r for r, jobs in self._closed_by_round.items() if jobs and r not in open_rounds]
-        return max(done, default=None)
+        return latest_closed_round(self._closed_by_round, self.open_jobs.values())
 
     def round_report(self, round_: int) -> RoundReport:
         """`GetRoundReport`: ``round_`` ≥ 0, or −1 for the latest complete round.

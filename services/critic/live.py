@@ -24,6 +24,7 @@ from services.common.bus import Delivery, EventBus
 from services.common.config import CriticServiceConfig
 from services.common.errors import InvalidEventError
 from services.common.kv import escape_id
+from services.common.rounds import batch_id
 from services.common.streams import Subjects
 from services.critic.live_eval import Baseline, LiveOutcome, LiveSettings, evaluate_live
 
@@ -132,10 +133,10 @@ class LiveCritic:
         if self.bus is None:
             return
         if out.policy:
-            policy = PolicySampleBatch(batch_id=f"{trajectory_id}/policy", task=task, samples=out.policy, live=True)
+            policy = PolicySampleBatch(batch_id=batch_id(trajectory_id, "policy"), task=task, samples=out.policy, live=True)
             await self.bus.publish(Subjects.SAMPLES_POLICY, policy, msg_id=policy.batch_id)
         if out.reward:
-            reward = RewardSampleBatch(batch_id=f"{trajectory_id}/reward", task=task, samples=out.reward, live=True)
+            reward = RewardSampleBatch(batch_id=batch_id(trajectory_id, "reward"), task=task, samples=out.reward, live=True)
             await self.bus.publish(Subjects.SAMPLES_REWARD, reward, msg_id=reward.batch_id)
 
     @staticmethod

@@ -29,6 +29,7 @@ from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, JudgedTraj
 
 from services.common.algo.consistency_reward import consistency_rewards
 from services.common.algo.integrated_reward import mean_vote
+from services.common.rounds import sample_id
 
 __all__ = ["LiveSettings", "Baseline", "update_baseline", "live_advantage", "LiveOutcome", "evaluate_live",
            "EXTERNAL_OUTCOMES"]
@@ -140,7 +141,7 @@ def evaluate_live(judged: JudgedTrajectory, baseline: Baseline, latest_policy_ve
         if a == 0.0:
             out.skipped["warmup" if out.baseline.n <= s.min_count else "zero_advantage"] += 1
             continue
-        out.policy.append(TrainingSample(sample_id=f"{t.trajectory_id}/{step.index}",
+        out.policy.append(TrainingSample(sample_id=sample_id(t.trajectory_id, step.index),
                                          prompt_token_ids=step.prompt_token_ids,
                                          response_token_ids=step.response_token_ids,
                                          behaviour_logprobs=step.behaviour_logprobs, advantage=a,
@@ -162,7 +163,7 @@ def evaluate_live(judged: JudgedTrajectory, baseline: Baseline, latest_policy_ve
             continue
         for i, (vote, r) in enumerate(zip(judgement.votes, r_M)):
             if r != 0.0 and vote.response_token_ids:
-                out.reward.append(TrainingSample(sample_id=f"{t.trajectory_id}/{judgement.step_index}/{i}",
+                out.reward.append(TrainingSample(sample_id=sample_id(t.trajectory_id, judgement.step_index, i),
                                                  prompt_token_ids=judgement.prompt_token_ids,
                                                  response_token_ids=vote.response_token_ids,
                                                  behaviour_logprobs=vote.behaviour_logprobs, advantage=r,

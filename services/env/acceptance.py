@@ -37,9 +37,13 @@ class VariantGate:
     def admit(self, direction: int, acc_prev: float, acc_new: float) -> Verdict:
         """Decide and count the decision in `metrics()`."""
         v = self.verdict(direction, acc_prev, acc_new)
-        side = "harder" if direction == DIRECTION_HARDER else "easier"
-        self.counts[f"{side}/{'accepted' if v.accepted else 'rejected'}"] += 1
+        self.count(direction, v.accepted)
         return v
+
+    def count(self, direction: int, accepted: bool) -> None:
+        """Count one decision made elsewhere (`services.env.decisions.decide`) in `metrics()`."""
+        side = "harder" if direction == DIRECTION_HARDER else "easier"
+        self.counts[f"{side}/{'accepted' if accepted else 'rejected'}"] += 1
 
     def state_dict(self) -> dict[str, float | dict[str, int]]:
         """Band and counts, to checkpoint and restore the gate."""

@@ -1,5 +1,9 @@
 """Loop 3 shell: act on the critic's task reports — request, propose, validate, accept or reject.
 
+What a report does is decided by `services.env.decisions.decide` (pure, table-tested); this shell
+reads the slot and the facts the decision needs, and applies the `Decision` (pool writes, proposals,
+events).
+
 Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``) get
 their variants from a `ModelProposer` instead of a knob move: the model's JSON must parse, build and
 pass the family's verifier before the candidate is pending; the acceptance rule then decides as
@@ -17,23 +21,24 @@ import logging
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
-from rlanything.v1.env_pb2 import TaskVersion
-from rlanything.v1.events_pb2 import (DIRECTION_EASIER, DIRECTION_HARDER, DIRECTION_UNSPECIFIED, TaskPoolEvent,
-                                      TaskReport)
+from rlanything.v1.env_pb2 import TaskSlot, TaskVersion
+from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER, DIRECTION_UNSPECIFIED, TaskPoolEvent, TaskReport
 
-from services.common.algo.direction import direction_for
 from services.common.bus import Delivery, EventBus
 from services.common.config import AdaptationConfig
-from services.common.errors import InvalidArgumentError, InvalidEventError
+from services.common.errors import InvalidArgumentError
+from services.common.rounds import pool_event_id
 from services.common.streams import Subjects
-from services.env.acceptance import Verdict, VariantGate, live_verdict
+from services.env.acceptance import VariantGate
+from services.env.decisions import (LIVE, RETRY_KEY, Action, Decision, Facts, check_report, decide, needs_clash,
+                                    plan_moves, retry_report, undeployable_reason)
 from services.env.disjoint import eval_clash
 from services.env.pool import TaskPool, spec_of
-from services.env.proposer import Proposer, moves_difficulty
+from services.env.proposer import Proposer
 from services.env.slots import ref_of
 from services.env.text_variants import TextTask, VariantError, check_variant
 
-__all__ = ["Adaptation", "POOL_DECISIONS"]
+__all__ = ["Adaptation", "POOL_DECISIONS", "RETRY_KEY", "decide"]
 
 if TYPE_CHECKING:
     from services.env.live_tasks import LiveTasks
@@ -43,8 +48,6 @@ log = logging.getLogger("rlanything.env.adaptation")
 POOL_DECISIONS = Counter("rla_env_pool_decisions_total", "Task-pool decisions by kind and direction.",
                          ["kind", "direction"])
 _KIND = TaskPoolEvent.Kind
-RETRY_KEY = "retry"
-"""Candidate metadata: how many candidates of its slot were rejected in a row before it was proposed."""
 
 
 class Adaptation:
@@ -65,53 +68,40 @@ class Adaptation:
         self.cfg = cfg
         self.gate = VariantGate(cfg.band_low, cfg.band_high)
 
-    @staticmethod
-    def check(report: TaskReport) -> None:
-        """Raises InvalidEventError unless ``report`` names its task slot and counts its rollouts."""
-        if not report.job_id or not report.task.slot_id or report.rollouts <= 0:
-            raise InvalidEventError(f"task report {report.job_id!r}: needs job_id, task.slot_id and rollouts > 0 "
-                                    f"(got {report.task.slot_id!r}, {report.rollouts})")
-
     async def on_report(self, report: TaskReport, delivery: Delivery) -> None:
-        """Consumer handler for `rla.critic.task`."""
-        self.check(report)
+        """Consumer handler for `rla.critic.task`: `decide`, then apply the decision."""
+        check_report(report)
         slot = await self.pool.slot(report.task.slot_id)
-        if slot.family == "live":
-            await self._live(report, slot)
+        decision = decide(report, slot, self.cfg, await self._facts(report, slot))
+        action = decision.action
+        if action is Action.IGNORE:
             return
-        if report.is_candidate:
-            await self._resolve(report, slot)
-            return
-        if slot.active.version == report.task.version:
+        if action in (Action.ACCEPT, Action.REJECT):
+            await self._resolve(report, slot, decision)
+        elif action is Action.ADMIT:
+            await self._admit(report, slot, decision)
+        else:  # RECORD, PROPOSE, WRITE: the active version's own rollouts
             await self.pool.record_acc(slot.slot_id, report.acc, report.round)
-        if not self.cfg.enabled or slot.split != "train" or slot.active.version != report.task.version:
-            return
-        direction = direction_for(report.acc, self.cfg.harder_at, self.cfg.easier_at)
-        if direction == DIRECTION_UNSPECIFIED:
-            return
-        if slot.HasField("pending"):
-            return  # one pending candidate per slot; its own report decides first
-        await self._propose(report, slot, direction)
+            if action is Action.PROPOSE:
+                await self._propose(report, slot, decision.direction)
+            elif action is Action.WRITE:
+                await self._write_variant(report, slot, decision.direction)
 
-    async def _live(self, report: TaskReport, slot) -> None:
-        """A live task: its candidate rollouts admit or drop it; once admitted it records its acc and,
-        with the model proposer, gets harder/easier variants written by the model."""
-        if slot.split != "live_pending" and report.is_candidate:
-            await self._resolve(report, slot)  # a model-written variant's own rollouts
-            return
-        if slot.active.version != report.task.version:
-            return  # a redelivered report of an earlier version
-        if not report.is_candidate or slot.split != "live_pending":
-            await self.pool.record_acc(slot.slot_id, report.acc, report.round)
-            if (self.writer is not None and self.cfg.enabled
-                    and slot.split == "train" and not slot.HasField("pending")):
-                direction = direction_for(report.acc, self.cfg.harder_at, self.cfg.easier_at)
-                if direction != DIRECTION_UNSPECIFIED:
-                    await self._write_variant(report, slot, direction)
-            return
-        heldout = self.live.heldout(slot) if self.live else False
-        has_hint = self.live.has_hint(slot) if self.live else False
-        verdict = live_verdict(report.acc, slot.active.knobs.get("hint", 0.0), has_hint, heldout)
+    async def _facts(self, report: TaskReport, slot: TaskSlot) -> Facts:
+        """What `decide` reads beyond the report, the slot and the config."""
+        clash = None
+        if needs_clash(report, slot):
+            clash = await asyncio.to_thread(eval_clash, self.pool.family(slot.family),
+                                            spec_of(slot.family, slot.pending), slot.family in self.per_rollout,
+                                            await self.pool.held_out_keys())
+        live = self.live if slot.family == LIVE else None
+        return Facts(clash=clash, heldout=live.heldout(slot) if live else False,
+                     has_hint=live.has_hint(slot) if live else False, writer=self.writer is not None)
+
+    async def _admit(self, report: TaskReport, slot: TaskSlot, decision: Decision) -> None:
+        """A live task's admission verdict: its new split and hint, then the event."""
+        verdict = decision.live
+        assert verdict is not None
         new_slot = await self.pool.apply_live(slot.slot_id, verdict.split, verdict.hint)
         if verdict.accepted:
             await self.pool.record_acc(slot.slot_id, report.acc, report.round)
@@ -161,33 +151,23 @@ class Adaptation:
                             f"model proposer ({self.writer.name}): {side} variant {digest[:12]}: "
                             f"{variant.prompt[:80]!r} -> {variant.reference!r}", acc_prev=report.acc)
 
-    async def _resolve(self, report: TaskReport, slot) -> None:
-        if not slot.HasField("pending") or slot.pending.version != report.task.version:
-            return  # already resolved (a redelivered report)
+    async def _resolve(self, report: TaskReport, slot: TaskSlot, decision: Decision) -> None:
+        """Accept or reject the slot's pending candidate; a rejected one may be retried at once."""
         pending = slot.pending
-        clash = None if slot.family == "live" else await asyncio.to_thread(  # live: its own held-out split
-            eval_clash, self.pool.family(slot.family), spec_of(slot.family, pending), slot.family in self.per_rollout,
-            await self.pool.held_out_keys())
-        # a candidate proposed before the rule (or by another process) that is an evaluation instance: refused
-        verdict = (Verdict(False, f"refused whatever its acc: {clash}") if clash is not None
-                   else self.gate.admit(pending.direction, pending.parent_acc, report.acc))
-        await self.pool.resolve(slot.slot_id, pending.version, verdict.accepted)
-        if verdict.accepted:  # the new active version's acc is its own candidate rollouts' acc
+        accepted = decision.action is Action.ACCEPT
+        self.gate.count(pending.direction, accepted)
+        await self.pool.resolve(slot.slot_id, pending.version, accepted)
+        if decision.record_acc:  # the new active version's acc is its own candidate rollouts' acc
             await self.pool.record_acc(slot.slot_id, report.acc, report.round)
-        kind = _KIND.KIND_ACCEPTED if verdict.accepted else _KIND.KIND_REJECTED
-        await self._publish(report, kind, pending.direction, slot, pending, verdict.reason,
+        kind = _KIND.KIND_ACCEPTED if accepted else _KIND.KIND_REJECTED
+        await self._publish(report, kind, pending.direction, slot, pending, decision.reason,
                             acc_prev=pending.parent_acc, acc_new=report.acc)
-        retries = int(pending.metadata.get(RETRY_KEY, "0"))
-        if verdict.accepted or retries >= self.cfg.retry_rejected or slot.split != "train" or not self.cfg.enabled:
+        if not decision.retry:
             return
         parent = await self.pool.slot(slot.slot_id)
-        if parent.HasField("pending") or parent.active.version != pending.parent_version:
-            return
-        again = TaskReport()  # the parent's request, again: its acc, the candidate's failures as feedback
-        again.CopyFrom(report)
-        again.job_id, again.acc, again.is_candidate = f"{report.job_id}/retry", pending.parent_acc, False
-        again.task.version = parent.active.version
-        await self._propose(again, parent, pending.direction, retry=retries + 1)
+        again = retry_report(report, pending, parent)
+        if again is not None:
+            await self._propose(again, parent, pending.direction, retry=decision.retry)
 
     async def _propose(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:
         """Request and propose a variant of ``slot``'s active task; ``retry`` counts the proposals
@@ -218,20 +198,14 @@ class Adaptation:
             if clash is not None:  # held out by construction: never trained on
                 plan, why = None, clash
                 continue
-            if proposal.same_task or slot.family in self.per_rollout or (moves_difficulty(direction, parent_plan, plan)
-                                      and not (proposal.reseed and plan == parent_plan)):
+            if plan_moves(proposal, direction, parent_plan, plan, slot.family in self.per_rollout):
                 break
             why = f"oracle plan {plan} steps does not move from the parent's {parent_plan} in {tries} tries"
             plan = None
-        if proposal is None:
-            knobless = not self.pool.family(slot.family).knobs
+        undeployable = undeployable_reason(proposal, plan, why, not family.knobs)
+        if undeployable is not None or proposal is None or plan is None:
             await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
-                                "the family has no difficulty knobs: no variant can be made" if knobless
-                                else "every knob is at its bound", acc_prev=report.acc)
-            return
-        if plan is None:
-            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
-                                f"{proposal.note}: {why}", acc_prev=report.acc)
+                                str(undeployable), acc_prev=report.acc)
             return
         candidate = TaskVersion(knobs=proposal.spec.knobs, seed=proposal.spec.seed, oracle_plan_length=plan,
                                 parent_version=slot.active.version, created_round=report.round,
@@ -245,7 +219,7 @@ class Adaptation:
     async def _publish(self, report: TaskReport, kind: int, direction: int, slot, candidate,
                        reason: str, acc_prev: float = 0.0, acc_new: float = 0.0) -> None:
         kind_name = _KIND.Name(kind).removeprefix("KIND_").lower()
-        event = TaskPoolEvent(event_id=f"{report.job_id}/{kind_name}", round=report.round, kind=kind,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+        event = TaskPoolEvent(event_id=pool_event_id(report.job_id, kind_name), round=report.round, kind=kind,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                               direction=direction, parent=ref_of(slot, slot.active), acc_prev=acc_prev,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                               acc_new=acc_new, reason=reason)
         if candidate is not None:

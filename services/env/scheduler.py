@@ -9,7 +9,7 @@ candidate (arXiv 2602.02488, "one round").
   for a policy at most ``max_staleness`` versions behind the latest.
 
 Progress (next round, open jobs) is stored in KV so a restart neither repeats nor skips a round;
-job ids are stable (``r<round>/<slot>/v<version>``) so a re-publish after a crash is de-duplicated.
+job ids are stable (``r<round>/<slot>/v<version>``, `services.common.rounds.job_id`) so a re-publish after a crash is de-duplicated.
 A report handled for such a job before the re-publish is remembered (``reported_early``), so the
 job is not opened again to wait for a report that already came (unless the re-publish came after
 the duplicate window and was stored: then the job runs again and its new report is awaited).
@@ -27,19 +27,18 @@ from typing import TypeVar
 
 from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
 from prometheus_client import Counter
-from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, CandidateCheck, ModelVersion,
-                                      RolloutJob, RoundMetrics, SamplingParams, TaskReport)
+from rlanything.v1.events_pb2 import CandidateCheck, ModelVersion, RolloutJob, RoundMetrics, SamplingParams, TaskReport
 
 from services.common.bus import Delivery, EventBus
 from services.common.config import LoopConfig, SchedulerConfig
 from services.common.kv import ProtoBucket
+from services.common.rounds import candidate_key, job_id, role_name, round_ready
 from services.common.streams import EVAL_SPLITS, Subjects
 from services.env.disjoint import round_overlap
 from services.env.pool import TaskPool, spec_of
 from services.env.slots import find_version, ref_of
 
-__all__ = ["Scheduler", "round_ready", "band_weights", "drawable", "weighted_sample", "candidate_key",
-           "candidate_released"]
+__all__ = ["Scheduler", "band_weights", "drawable", "weighted_sample", "candidate_released"]
 
 log = logging.getLogger("rlanything.env.scheduler")
 EVAL_OVERLAP = Counter("rla_env_eval_overlap_total",
@@ -47,16 +46,6 @@ EVAL_OVERLAP = Counter("rla_env_eval_overlap_total",
 REDRAWN = Counter("rla_env_instances_redrawn_total",
                   "Per-rollout train instances drawn again because they were held-out or OOD instances.")
 T = TypeVar("T")
-
-
-def round_ready(next_round: int, policy_round: int, reward_round: int) -> bool:
-    """Sync mode: may round ``next_round`` start? (-1 = that model has not trained yet)."""
-    return next_round == 0 or (policy_round >= next_round - 1 and reward_round >= next_round - 1)
-
-
-def candidate_key(slot_id: str, version: int) -> str:
-    """How `SchedulerState.candidate_jobs` names a pending candidate: ``<slot_id>/v<version>``."""
-    return f"{slot_id}/v{version}"
 
 
 def candidate_released(released: Sequence[str], slot_id: str, version: int) -> bool:
@@ -145,7 +134,7 @@ class Scheduler:
 
     async def on_model_version(self, event: ModelVersion, delivery: Delivery) -> None:
         """Consumer handler for `rla.models.>`: remember the latest version per role, then tick."""
-        role = {MODEL_ROLE_POLICY: "policy", MODEL_ROLE_REWARD_MODEL: "reward"}.get(event.role)
+        role = role_name(event.role)
         if role is None:
             return
 
@@ -323,7 +312,7 @@ class Scheduler:
             check = CandidateCheck(direction=version.direction, parent_acc=version.parent_acc,
                                    band_low=self.accept_band[0], band_high=self.accept_band[1])
         return RolloutJob(
-            job_id=f"r{round_}/{slot.slot_id}/v{version.version}", round=round_, task=ref_of(slot, version),
+            job_id=job_id(round_, slot.slot_id, version.version), round=round_, task=ref_of(slot, version),
             group_size=g,
             sampling=SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
                                     max_new_tokens=self.cfg.max_new_tokens),

@@ -17,6 +17,7 @@ from services.common.kv import ProtoBucket, open_bucket
 from services.common.runtime import Service
 from services.common.topology import Buckets, Consumers
 from services.env.adaptation import Adaptation
+from services.env.decisions import check_report
 from services.env.families.base import TaskFamily
 from services.env.families.registry import build_family
 from services.env.families.live import LiveFamily
@@ -129,7 +130,7 @@ class EnvService(Service):
 
     async def _on_report(self, report: TaskReport, delivery: Delivery) -> None:
         await self.pool_ready.wait()
-        Adaptation.check(report)
+        check_report(report)
         awaited = await self.scheduler.open_jobs() if self.held is not None else []
         if self.held is not None and report.job_id in awaited:  # loop.reproducible: decide in one order
             await self.held.hold(report)

@@ -1,5 +1,5 @@
 """Pure rules of live episodes: validation, redaction of a whole episode, upsert decisions, the
-state machine (open → closed → settled) and feedback placement. No I/O: `core.py` is the shell.
+state machine (open → closed → settled) and feedback placement. No I/O: `shell.py` is the shell.
 
 States (`EpisodeStatus.State`):
   * OPEN: turns may still be appended (a higher revision replaces the stored one);

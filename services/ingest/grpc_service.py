@@ -10,7 +10,7 @@ from typing import TypeVar
 import grpc
 from rlanything.v1 import ingest_pb2, ingest_pb2_grpc
 
-from services.ingest.core import IngestCore
+from services.ingest.shell import IngestShell
 from services.ingest.episodes import IngestError
 
 __all__ = ["IngestServicer", "SERVICE_NAME", "GRPC_CODES"]
@@ -44,34 +44,34 @@ def _bearer(context: grpc.aio.ServicerContext) -> str | None:
 
 
 class IngestServicer(ingest_pb2_grpc.IngestServicer):
-    """`rlanything.v1.Ingest` over `IngestCore`."""
+    """`rlanything.v1.Ingest` over `IngestShell`."""
 
-    def __init__(self, core: IngestCore) -> None:
-        self.core = core
+    def __init__(self, shell: IngestShell) -> None:
+        self.shell = shell
 
     @_mapped
     async def RecordEpisode(self, request: ingest_pb2.RecordEpisodeRequest, context: grpc.aio.ServicerContext
                             ) -> ingest_pb2.IngestAck:
-        tenant = self.core.tenant_of(_bearer(context), request.episode.tenant)
-        return await self.core.record_episode(tenant, request.episode)
+        tenant = self.shell.tenant_of(_bearer(context), request.episode.tenant)
+        return await self.shell.record_episode(tenant, request.episode)
 
     @_mapped
     async def RecordFeedback(self, request: ingest_pb2.RecordFeedbackRequest, context: grpc.aio.ServicerContext
                              ) -> ingest_pb2.IngestAck:
-        tenant = self.core.tenant_of(_bearer(context), request.feedback.tenant)
-        return await self.core.record_feedback(tenant, request.feedback)
+        tenant = self.shell.tenant_of(_bearer(context), request.feedback.tenant)
+        return await self.shell.record_feedback(tenant, request.feedback)
 
     @_mapped
     async def GetEpisode(self, request: ingest_pb2.GetEpisodeRequest, context: grpc.aio.ServicerContext
                          ) -> ingest_pb2.EpisodeStatus:
-        return await self.core.get_episode(self.core.tenant_of(_bearer(context), request.tenant), request.episode_id)
+        return await self.shell.get_episode(self.shell.tenant_of(_bearer(context), request.tenant), request.episode_id)
 
     @_mapped
     async def EraseUser(self, request: ingest_pb2.EraseUserRequest, context: grpc.aio.ServicerContext
                         ) -> ingest_pb2.EraseUserResponse:
-        return await self.core.erase_user(self.core.tenant_of(_bearer(context), request.tenant), request.user_ref)
+        return await self.shell.erase_user(self.shell.tenant_of(_bearer(context), request.tenant), request.user_ref)
 
     @_mapped
     async def PurgeTenant(self, request: ingest_pb2.PurgeTenantRequest, context: grpc.aio.ServicerContext
                           ) -> ingest_pb2.PurgeTenantResponse:
-        return await self.core.purge_tenant(self.core.tenant_of(_bearer(context), request.tenant))
+        return await self.shell.purge_tenant(self.shell.tenant_of(_bearer(context), request.tenant))

@@ -28,7 +28,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from rlanything.v1.ingest_pb2 import Feedback, IngestEpisode
 
-from services.ingest.core import IngestCore
+from services.ingest.shell import IngestShell
 from services.ingest.episodes import IngestError
 
 __all__ = ["build_app"]
@@ -72,10 +72,10 @@ async def _parse(request: Request, message_type: type[M], max_bytes: int) -> M:
         raise IngestError(422, f"body does not match {message_type.DESCRIPTOR.name}: {exc}", None) from None
 
 
-def build_app(core: IngestCore) -> FastAPI:
-    """The FastAPI app over ``core`` (see the module docstring for the endpoints)."""
+def build_app(shell: IngestShell) -> FastAPI:
+    """The FastAPI app over ``shell`` (see the module docstring for the endpoints)."""
     app = FastAPI(title="RLAnything ingest")
-    json_limit = core.cfg.max_episode_bytes * 4  # JSON spells bytes out; the proto size is checked after
+    json_limit = shell.cfg.max_episode_bytes * 4  # JSON spells bytes out; the proto size is checked after
 
     @app.exception_handler(IngestError)
     async def refused(_: Request, exc: IngestError) -> JSONResponse:
@@ -89,30 +89,30 @@ def build_app(core: IngestCore) -> FastAPI:
         """The key's tenant (401 before the body is read) and the body, whose ``tenant`` must be
         empty or that tenant (403)."""
         bearer = _bearer(request)
-        core.tenant_of(bearer)
+        shell.tenant_of(bearer)
         message = await _parse(request, message_type, json_limit)
-        return core.tenant_of(bearer, getattr(message, "tenant")), message
+        return shell.tenant_of(bearer, getattr(message, "tenant")), message
 
     @app.post("/v1/ingest/episodes", status_code=202)
     async def post_episode(request: Request) -> dict:
         tenant, episode = await authenticated(request, IngestEpisode)
-        return _body(await core.record_episode(tenant, episode))
+        return _body(await shell.record_episode(tenant, episode))
 
     @app.post("/v1/ingest/feedback", status_code=202)
     async def post_feedback(request: Request) -> dict:
         tenant, feedback = await authenticated(request, Feedback)
-        return _body(await core.record_feedback(tenant, feedback))
+        return _body(await shell.record_feedback(tenant, feedback))
 
     @app.get("/v1/ingest/episodes/{episode_id}")
     async def get_episode(episode_id: str, request: Request) -> dict:
-        return _body(await core.get_episode(core.tenant_of(_bearer(request)), episode_id))
+        return _body(await shell.get_episode(shell.tenant_of(_bearer(request)), episode_id))
 
     @app.delete("/v1/ingest/tenant")
     async def purge_tenant(request: Request) -> dict:
-        return _body(await core.purge_tenant(core.tenant_of(_bearer(request))))
+        return _body(await shell.purge_tenant(shell.tenant_of(_bearer(request))))
 
     @app.delete("/v1/ingest/users/{user_ref}")
     async def erase_user(user_ref: str, request: Request) -> dict:
-        return _body(await core.erase_user(core.tenant_of(_bearer(request)), user_ref))
+        return _body(await shell.erase_user(shell.tenant_of(_bearer(request)), user_ref))
 
     return app

@@ -24,6 +24,7 @@ from rlanything.v1.ingest_pb2 import (OUTCOME_SOURCE_PRODUCT, OUTCOME_SOURCE_REF
                                       CapturedCompletion, Feedback, IngestMessage, SettledEpisode)
 
 from services.common.kv import escape_id
+from services.common.rounds import live_job_id, live_trajectory_id
 from services.common.text import fence
 
 __all__ = ["LiveTrajectory", "to_trajectory", "render_context", "live_trajectory_id", "LIVE_FAMILY"]
@@ -42,13 +43,6 @@ class LiveTrajectory:
     orphan_captures: int
     retokenized_turns: int = 0
     """Turns joined with a capture whose token ids were dropped (redaction changed its text)."""
-
-
-def live_trajectory_id(tenant: str, episode_id: str, erasure_epoch: int = 0) -> str:
-    """``live/<tenant>/<escaped episode id>``: stable, so a re-publish is de-duplicated; ``/e<n>``
-    appended for an episode first stored after the tenant's n-th erasure, so the same episode id
-    posted again after an erasure is a new trajectory (judged, evaluated and trained again)."""
-    return f"live/{tenant}/{escape_id(episode_id)}" + (f"/e{erasure_epoch}" if erasure_epoch else "")
 
 
 def render_context(messages: list[IngestMessage]) -> str:
@@ -106,7 +100,7 @@ def to_trajectory(settled: SettledEpisode, captures: Mapping[str, CapturedComple
     first_user = next((m.content for m in messages if m.role == "user"), "")
     served = [s for s in steps if s.served_by_policy]
     traj = Trajectory(
-        trajectory_id=live_trajectory_id(ep.tenant, ep.episode_id, settled.erasure_epoch), job_id=f"live/{ep.tenant}",
+        trajectory_id=live_trajectory_id(ep.tenant, ep.episode_id, settled.erasure_epoch), job_id=live_job_id(ep.tenant),
         task=TaskRef(slot_id=f"{LIVE_FAMILY}/{ep.tenant}/{escape_id(ep.task_type or 'chat')}", family=LIVE_FAMILY),
         group_size=1, task_text=first_user, steps=steps, outcome=outcome, split=LIVE_FAMILY, source="ingest",
         policy_version=max((s.served_version for s in served), default=0), tenant=ep.tenant,

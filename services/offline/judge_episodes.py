@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from rlanything.v1.events_pb2 import TaskRef, Trajectory
 
+from services.common.rounds import trajectory_id
 from services.env.families.base import TaskFamily, TaskSpec
 from services.offline.expert import play_expert_episode, run_sync
 
@@ -36,7 +37,7 @@ async def record_group_async(family: TaskFamily, spec: TaskSpec, group_size: int
     out = []
     for j in range(group_size):
         t = await play_expert_episode(family, spec, expert_prob, rng, history_steps, j)
-        out.append(Trajectory(trajectory_id=f"{job_id}/{j}", job_id=job_id, round=round_, task=ref, rollout_index=j,
+        out.append(Trajectory(trajectory_id=trajectory_id(job_id, j), job_id=job_id, round=round_, task=ref, rollout_index=j,
                               group_size=group_size, task_text=t.task_text, steps=t.steps, outcome=t.outcome,
                               truncated=t.truncated, split="train", source="rollout", jobs_in_round=1))
     return out

@@ -3,7 +3,7 @@
 Used by the cold start (`sft.py`), the benchmark `scripts/bench_judge_consistency.py` and tests.
 Everything reuses the service's parts: the judge (`judges.LLMJudge`), the critic's pure group
 evaluation (`services.critic.group_eval.evaluate_group`: RM band, consistency rewards, sample ids)
-and the trainers' PPO step (`services.common.training.ppo_update`), so one offline round is
+and the trainers' PPO step (`services.common.ppo_update.ppo_update`), so one offline round is
 exactly one synchronous round of loop 2 (arXiv 2602.02488) on fixed trajectories.
 
 Step accuracy is the run metric ``reward/step_accuracy`` of the critic: sign(S̄) of the m votes
@@ -23,7 +23,7 @@ from rlanything.v1.events_pb2 import JudgedTrajectory, Trajectory
 from services.common.algo.batching import Sample
 from services.common.config import CriticServiceConfig, PPOConfig
 from services.common.models.generation import HFGenerator
-from services.common.training import ppo_update
+from services.common.ppo_update import ppo_update
 from services.critic.group_eval import evaluate_group
 from services.critic.round_stats import judge_stats
 from services.reward.judges import Judge, LLMJudge, steps_of

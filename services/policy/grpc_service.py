@@ -6,7 +6,7 @@ import grpc
 from rlanything.v1 import policy_pb2, policy_pb2_grpc
 from rlanything.v1.events_pb2 import SamplingParams
 
-from services.common.admission import Admission
+from services.common.request_limit import RequestLimit
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
 from services.common.models.generation import Generator, Sampling, generate_async
@@ -58,10 +58,10 @@ def chats_from_proto(prompts: list[policy_pb2.Conversation]) -> list[list[dict[s
 class PolicyServicer(policy_pb2_grpc.PolicyServicer):
     """Generate: token ids, behaviour log-probs and the model version of every completion."""
 
-    def __init__(self, generator: Generator, max_batch: int = 64, admission: Admission | None = None) -> None:
+    def __init__(self, generator: Generator, max_batch: int = 64, admission: RequestLimit | None = None) -> None:
         self.generator = generator
         self.max_batch = max_batch
-        self.admission = admission or Admission(64, "policy.max_pending_requests")
+        self.admission = admission or RequestLimit(64, "policy.max_pending_requests")
         """Bound on generations in progress (shared with the HTTP endpoint): RESOURCE_EXHAUSTED over it."""
 
     @map_errors

@@ -45,7 +45,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.common.admission import Admission
+from services.common.request_limit import RequestLimit
 from services.common.errors import BusyError, ContextLengthError, InvalidArgumentError
 from services.common.models.detokenize import ContentBuilder, TokenEntry, token_bytes_of
 from services.common.models.generation import (Completion, GenerationCancelled, Generator, Sampling, eos_ids,
@@ -134,7 +134,7 @@ def _error_response(exc: BaseException) -> JSONResponse:
 
 
 def build_app(generator: Generator, model_name: str, capturer: Capturer | None = None,
-              tenant_keys: Mapping[str, str] | None = None, admission: Admission | None = None,
+              tenant_keys: Mapping[str, str] | None = None, admission: RequestLimit | None = None,
               aliases: Sequence[str] = ()) -> FastAPI:
     """The FastAPI app: ``POST /v1/chat/completions``, ``GET /v1/models``.
 
@@ -148,7 +148,7 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
             neither this nor ``model_name`` gets 404 ``model_not_found``.
     """
     keys = dict(tenant_keys or {})
-    gate = admission or Admission(64, "policy.max_pending_requests")
+    gate = admission or RequestLimit(64, "policy.max_pending_requests")
     names = [model_name, *(a for a in aliases if a != model_name)]
     app = FastAPI(title="RLAnything policy (OpenAI-compatible)")
 

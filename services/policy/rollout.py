@@ -32,6 +32,7 @@ from services.common.models.generation import Chat, Completion, Generator, Sampl
 from services.common.models.merging import MergingGenerator
 from services.policy.env_clients import EnvClient
 from services.common.answers import last_boxed
+from services.common.rounds import trajectory_id
 from services.common.seeding import derive_seed
 from services.policy.prompting import HistoryItem, parse_action_index, single_turn_chat, step_chat
 
@@ -187,7 +188,7 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
                         version if c.model_version is None else c.model_version)
     finally:
         await asyncio.gather(*(env.close(e.session_id) for e in episodes), return_exceptions=True)
-    return [Trajectory(trajectory_id=f"{job.job_id}/{e.index}", job_id=job.job_id, round=job.round, task=job.task,
+    return [Trajectory(trajectory_id=trajectory_id(job.job_id, e.index), job_id=job.job_id, round=job.round, task=job.task,
                        rollout_index=e.index, group_size=job.group_size, task_text=e.task_text, steps=e.steps,
                        outcome=1 if e.won else -1, truncated=e.truncated,
                        policy_version=min((s.served_version for s in e.steps), default=version),

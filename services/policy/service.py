@@ -20,14 +20,14 @@ from services.common.models.factory import build_generator
 from services.common.models.generation import Generator, HFGenerator
 from services.common.models.merging import MergingGenerator
 from services.common.models.source import require_source
-from services.common.admission import Admission
+from services.common.request_limit import RequestLimit
 from services.common.nats_server import free_port
 from services.common.runtime import Service
 from services.common.streams import Subjects
 from services.common.topology import Buckets, Consumers
 from services.common.data_parallel import join_process_group
 from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
-from services.common.trainer_shell import PPOLearner, Trainer, staleness_bounds
+from services.common.trainer import PPOLearner, Trainer, staleness_bounds
 from services.common.version_follower import VersionFollower
 from services.policy.env_clients import GrpcEnvClient
 from services.policy.grpc_service import SERVICE_NAME, PolicyServicer
@@ -54,7 +54,7 @@ class PolicyService(Service):
         """The trainer's learner once started (on rank 0 of several, the one that releases the others)."""
         self.serves = self.cfg.role in ("all", "rollout")
         self.trains = self.cfg.role in ("all", "trainer")
-        self.admission = Admission(self.cfg.max_pending_requests, "policy.max_pending_requests")
+        self.admission = RequestLimit(self.cfg.max_pending_requests, "policy.max_pending_requests")
         """One bound for the OpenAI endpoint and gRPC Generate together."""
         self.merger = MergingGenerator(self.generator, self.cfg.max_batch)
         """Rollout jobs played at once share generate calls (``rollout.concurrent_jobs``)."""

@@ -27,6 +27,7 @@ from rlanything.v1.reward_pb2 import StepToJudge
 from services.common.config import RewardServiceConfig
 from services.common.models.generation import Generator, Sampling
 from services.common.models.factory import build_generator
+from services.common.rounds import step_id
 from services.common.seeding import derive_seed
 from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, chat_judge_chat, judge_chat
 from services.reward.votes import label_vote, mean_vote, parse_vote
@@ -148,7 +149,7 @@ def steps_of(trajectory: Trajectory) -> list[StepToJudge]:
     trajectory (source ``ingest``) is judged with the ``chat`` rubric."""
     t = trajectory
     rubric = "chat" if t.source == "ingest" else ""
-    return [StepToJudge(step_id=f"{t.trajectory_id}/{s.index}", task_text=t.task_text, prompt=s.prompt,
+    return [StepToJudge(step_id=step_id(t.trajectory_id, s.index), task_text=t.task_text, prompt=s.prompt,
                         response=s.response, next_observation=s.next_observation, oracle_label=s.oracle_label,
                         rubric=rubric)
             for s in t.steps]

@@ -38,7 +38,7 @@ from services.common.runtime import Service
 from services.common.topology import Binding, Buckets, Consumers
 from services.common.data_parallel import join_process_group
 from services.common.rank_group import lead_or_follow, require_trainer_role, stop_followers
-from services.common.trainer_shell import Learner, PPOLearner, Trainer, VersionOnlyLearner
+from services.common.trainer import Learner, PPOLearner, Trainer, VersionOnlyLearner
 from services.common.version_follower import SERVED_VERSION, VersionFollower
 from services.reward.batcher import JudgeBatcher
 from services.reward.grpc_service import SERVICE_NAME, RewardModelServicer

@@ -48,12 +48,13 @@ from rlanything.v1.events_pb2 import JudgedTrajectory, StepJudgement, Trajectory
 from services.common.bus import Delivery, EventBus
 from services.common.errors import InvalidEventError
 from services.common.kv import escape_id, open_bucket
+from services.common.rounds import judged_id
 from services.common.streams import EVAL_SPLITS, STREAMS, Subjects
 from services.reward.batcher import JudgeBatcher, Judged
 from services.reward.judges import steps_of
 from services.reward.votes import label_vote
 
-__all__ = ["JudgedMarks", "TrajectoryJudger", "judged_msg_id", "judged_subject", "mark_key", "MARK_TTL_S"]
+__all__ = ["JudgedMarks", "TrajectoryJudger", "judged_subject", "mark_key", "MARK_TTL_S"]
 
 log = logging.getLogger("rlanything.reward")
 TRAJECTORIES = Counter("rla_reward_trajectories_total", "Completed trajectories by outcome (judged, duplicate).",
@@ -66,12 +67,6 @@ MARK_TTL_S = next(s.max_age_s for s in STREAMS if s.name == "TRAJ")
 _KEY_OK = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 _VOTE_NAME = {1: "good", -1: "bad", 0: "invalid"}
 M = TypeVar("M", bound=Message)
-
-
-def judged_msg_id(trajectory_id: str, shadow: str = "") -> str:
-    """The ``Nats-Msg-Id`` of a trajectory's judged event (distinct from its completed event's id);
-    a shadow judge's: ``<trajectory_id>/shadow/<name>``."""
-    return f"{trajectory_id}/shadow/{shadow}" if shadow else f"{trajectory_id}/judged"
 
 
 def judged_subject(t: Trajectory, shadow: str = "") -> str:
@@ -169,7 +164,7 @@ class TrajectoryJudger:
                     m = judgement.mean_vote
                     LIVE_AGREEMENT.labels("tie" if m == 0 else "yes" if (m > 0) == (label > 0) else "no").inc()
         ack = await self.bus.publish(judged_subject(t, self.shadow), event,
-                                     msg_id=judged_msg_id(t.trajectory_id, self.shadow))
+                                     msg_id=judged_id(t.trajectory_id, self.shadow))
         await self.marks.mark(t.trajectory_id, judged.model_version)
         TRAJECTORIES.labels("duplicate" if ack.duplicate else "judged").inc()
         log.info("judged", extra={"trajectory_id": t.trajectory_id, "steps": len(t.steps),

@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,8 @@ from rich.table import Table
 from services.common.config import RunConfig, dump_config
 from services.common.errors import ServiceFailedError
 from services.common.grpc_runtime import check_health_sync
-from services.common.nats_server import NatsServer, die_with_parent, free_port
+from services.common.nats_server import NatsServer, free_port
+from services.common.service_start import Started, exited_error, start_service, wait_serving
 from services.run.sources import fill_tiny_sources
 from services.run.supervision import HealthWatch, Restart, RestartBook
 
@@ -162,28 +162,16 @@ class Launcher:
     def _spawn(self, name: str, log_path: Path) -> subprocess.Popen[bytes]:
         """Start ``python -m services.<name>`` (the shadow judge: ``services.reward``) on its config."""
         assert self._config_path is not None
-        module = "reward" if name == "shadow" else name
-        return subprocess.Popen(
-            [sys.executable, "-m", f"services.{module}", "--config",
-             str(self._config_paths.get(name, self._config_path))],
-            stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=die_with_parent,
-        )
+        return start_service("reward" if name == "shadow" else name, self._config_paths.get(name, self._config_path),
+                             log_path, detached=True)
 
     def _wait_healthy(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        pending = {s.name: s for s in self.services}
-        with self.console.status(f"waiting for {', '.join(pending)} to be SERVING") as status:
-            while pending:
-                for name, svc in list(pending.items()):
-                    self._raise_if_exited(svc)
-                    if check_health_sync(svc.address, timeout_s=0.5) == "SERVING":
-                        del pending[name]
-                        status.update(f"waiting for {', '.join(pending) or 'nothing'} to be SERVING")
-                if pending and time.monotonic() > deadline:
-                    raise ServiceFailedError(f"not SERVING after {timeout_s} s: {', '.join(pending)}; "
-                                             f"see {self.run_dir / 'logs'}")
-                time.sleep(0.1)
+        names = [s.name for s in self.services]
+        with self.console.status(f"waiting for {', '.join(names)} to be SERVING") as status:
+            wait_serving([Started(s.name, s.address, s.proc, s.log_path) for s in self.services], timeout_s,
+                         probe_timeout_s=0.5, where=f"; see {self.run_dir / 'logs'}",
+                         on_pending=lambda left: status.update(
+                             f"waiting for {', '.join(left) or 'nothing'} to be SERVING"))
 
     def check_alive(self) -> None:
         """Raise `ServiceFailedError` when a service process has exited (no restart)."""
@@ -263,11 +251,9 @@ class Launcher:
         return restart
 
     def _raise_if_exited(self, svc: ServiceProcess, why: str = "") -> None:
-        code = svc.proc.poll()
-        if code is not None:
-            tail = svc.log_path.read_text(errors="replace").splitlines()[-15:]
-            raise ServiceFailedError(f"service {svc.name} exited with code {code}{why}; log {svc.log_path}:\n"
-                                     + "\n".join(f"  {line}" for line in tail))
+        error = exited_error(svc.name, svc.proc, svc.log_path, why)
+        if error is not None:
+            raise error
 
     def endpoints(self) -> dict[str, str]:
         """HTTP endpoints for products: the policy's OpenAI API and the ingest API (when started)."""

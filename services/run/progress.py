@@ -16,10 +16,11 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from rlanything.v1.events_pb2 import (DIRECTION_EASIER, DIRECTION_HARDER, MODEL_ROLE_POLICY, ModelVersion,
-                                      RolloutJob, RoundMetrics, TaskPoolEvent)
+from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER, ModelVersion, RolloutJob, RoundMetrics, TaskPoolEvent
 
-__all__ = ["RoundProgress", "RunProgress", "round_of_id", "phase_times", "PHASES"]
+from services.common.rounds import groups_closed, job_of_trajectory, role_name, round_done, round_of_id
+
+__all__ = ["RoundProgress", "RunProgress", "phase_times", "PHASES"]
 
 PHASES: tuple[tuple[str, str], ...] = (
     ("time/generate_s", "policy generation"),
@@ -77,12 +78,6 @@ def phase_times(record: dict[str, float], stamps: dict[str, float], wall_s: floa
 _KIND = TaskPoolEvent.Kind
 
 
-def round_of_id(msg_id: str) -> int | None:
-    """The round of a job-derived id ``r<round>/...`` (None for other ids)."""
-    head = msg_id.split("/", 1)[0]
-    return int(head[1:]) if head.startswith("r") and head[1:].isdigit() else None
-
-
 @dataclass
 class RoundProgress:
     """Counts of one round as its events arrive."""
@@ -121,25 +116,14 @@ class RoundProgress:
             return "rollout"
         if len(self.judged) < max(1, len(self.trajectories)):
             return "judging"
-        closed = self.metrics.get("critic/groups_complete", 0) + self.metrics.get("critic/groups_partial", 0)
-        if closed < max(1, self.jobs):
+        if groups_closed(self.metrics) < max(1, self.jobs):
             return "critic"
         return "training"
 
     def complete(self, mode: str = "sync") -> bool:
-        """All groups closed and (sync mode) both models trained on this round.
-
-        Asynchronous mode trains whenever enough samples are stored, so a version may cover
-        several rounds and some rounds get none: there a round is done when its groups are.
-        """
-        jobs = self.metrics.get("critic/jobs_in_round", 0)
-        closed = self.metrics.get("critic/groups_complete", 0) + self.metrics.get("critic/groups_partial", 0)
-        groups_done = jobs > 0 and closed >= jobs
-        # the critic closed groups of trajectories that were judged: until this process has read all
-        # of them from the streams, the round's counts would come out short (the readers lag a little)
-        seen = self.metrics.get("critic/trajectories", 0)
-        caught_up = len(self.trajectories) >= seen and len(self.judged) >= seen
-        return groups_done and caught_up and (mode == "async" or {"policy", "reward"} <= set(self.trained))
+        """All groups closed, their trajectories and judgements read, and (sync mode) both models
+        trained on this round (`services.common.rounds.round_done`)."""
+        return round_done(self.metrics, len(self.trajectories), len(self.judged), self.trained, mode)
 
     def record(self, accepted_total: float, wall_s: float) -> dict[str, float]:
         """The round's line of metrics.jsonl."""
@@ -200,19 +184,20 @@ class RunProgress:
         rp = self.round(r)
         getattr(rp, kind).add(msg_id)
         if kind == "trajectories":
-            rp.job_ids.add(msg_id.rsplit("/", 1)[0])
+            rp.job_ids.add(job_of_trajectory(msg_id))
         if kind in ("trajectories", "judged"):
             rp.stamp("last_trajectory" if kind == "trajectories" else "last_judged")
 
     def on_metrics(self, m: RoundMetrics) -> None:
         rp = self.round(int(m.round))
-        closed = lambda d: d.get("critic/groups_complete", 0) + d.get("critic/groups_partial", 0)  # noqa: E731
-        if closed(dict(m.values)) >= closed(rp.metrics):  # metrics are republished as groups close
+        if groups_closed(dict(m.values)) >= groups_closed(rp.metrics):  # metrics are republished as groups close
             rp.metrics = dict(m.values)
             rp.stamp("groups_closed")
 
     def on_version(self, v: ModelVersion) -> None:
-        role = "policy" if v.role == MODEL_ROLE_POLICY else "reward"
+        role = role_name(v.role)
+        if role is None:
+            return  # not a model version of a known role
         self.versions[role] = int(v.version)
         if v.trained_on_round >= 0:
             rp = self.round(int(v.trained_on_round))

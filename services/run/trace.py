@@ -11,21 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.common.kv import escape_id
+from services.common.rounds import batch_id, batch_key, role_name
 from services.run.recorder import read_events
 
 __all__ = ["trace_lines", "TraceError"]
 
-_ROLES = {"MODEL_ROLE_POLICY": "policy", "MODEL_ROLE_REWARD_MODEL": "reward"}
-
-
 class TraceError(LookupError):
     """The trajectory is not in the run's event log (message says what was looked for where)."""
-
-
-def _batch_key(round_: int, batch_id: str) -> str:
-    """The trainer's KV key of a batch (`services.common.trainer_shell.batch_key`, not live)."""
-    return f"r{round_}." + escape_id(batch_id)
 
 
 def _sign(v: int) -> str:
@@ -71,8 +63,8 @@ def trace_lines(run_dir: Path, trajectory_id: str) -> list[str]:
                      f"(acc {float(report.get('acc', 0.0)):.3f})")
     models = list(read_events(events / "models.jsonl", "role,version"))
     for role, suffix in (("policy", "policy"), ("reward", "reward")):
-        key = _batch_key(rnd, f"{job}/{suffix}")
-        trained = [m for m in models if _ROLES.get(m.get("role", "")) == role and key in m.get("batch_keys", [])]
+        key = batch_key(rnd, batch_id(job, suffix))
+        trained = [m for m in models if role_name(m.get("role", "")) == role and key in m.get("batch_keys", [])]
         where = ", ".join(f"{role} v{int(m['version'])} (trained on round {m.get('trained_on_round')})" for m in trained)
         lines.append(f"  training  its {role} batch {key}: " + (f"trained into {where}" if where else
                                                                  "in no announced version (not trained yet, or empty)"))

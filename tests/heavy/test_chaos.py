@@ -29,7 +29,7 @@ from services.common.bus import EventBus
 from services.common.config import ConsumerConfig, NatsConfig
 from services.common.grpc_runtime import check_health_sync
 from services.common.kv import ProtoBucket
-from services.common.trainer_shell import batch_key
+from services.common.rounds import batch_key
 from services.common.nats_server import NatsServer
 from tests.launch import RLANYTHING, rounds_of, write_config
 

@@ -9,7 +9,8 @@ from services.common.bus import Delivery, EventBus
 from services.common.checkpoints import VersionStore
 from services.common.erase import erase_subject
 from services.common.kv import ProtoBucket
-from services.common.trainer_shell import Trainer, batch_key
+from services.common.rounds import batch_key
+from services.common.trainer import Trainer
 from tests.integration.test_trainer_restart import RecordingLearner
 
 pytestmark = pytest.mark.integration

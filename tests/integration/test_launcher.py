@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from services.common.grpc_runtime import check_health_sync
 from services.common.nats_server import NatsServer, free_port
+from services.common.service_start import Started, start_service, wait_serving
 from tests.launch import RLANYTHING
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -38,17 +38,13 @@ def test_service_starts_alone_like_kubernetes_runs_it(tmp_path: Path) -> None:
     with NatsServer() as nats:
         config = tmp_path / "run.yaml"
         config.write_text(f"nats: {{url: '{nats.url}'}}\ncritic:\n  server: {{grpc_port: {port}}}\n")
-        proc = subprocess.Popen([sys.executable, "-m", "services.critic", "--config", str(config)],
-                                stderr=subprocess.PIPE)
+        log = tmp_path / "critic.log"
+        proc = start_service("critic", config, log)
         try:
-            deadline = time.monotonic() + 60
-            while check_health_sync(f"127.0.0.1:{port}") != "SERVING":
-                assert proc.poll() is None, proc.stderr.read().decode()
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            wait_serving([Started("critic", f"127.0.0.1:{port}", proc, log)], 60)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=20) == 0
-            assert b'"msg": "stopped"' in proc.stderr.read()
+            assert '"msg": "stopped"' in log.read_text()
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -95,10 +91,7 @@ def test_a_frozen_service_is_killed_and_restarted_after_its_old_pid_is_gone(tmp_
         # found within unresponsive_s (+ one check period and timeout), then SIGTERM ignored, SIGKILL
         assert unresponsive_s + stop_timeout_s <= took_s < unresponsive_s + stop_timeout_s + 5.0, took_s
         assert critic.proc.pid != old.pid
-        deadline = time.monotonic() + 60
-        while check_health_sync(critic.address) != "SERVING":
-            assert critic.proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_serving([Started("critic", critic.address, critic.proc, critic.log_path)], 60)
         log = critic.log_path.read_text()
         assert "--- killed by the launcher: no health answer for" in log and "launcher.restart.unresponsive_s=3" in log
         print(f"frozen critic restarted {took_s:.1f} s after SIGSTOP")

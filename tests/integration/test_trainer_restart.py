@@ -11,7 +11,7 @@ from services.common.algo.batching import Sample
 from services.common.bus import Delivery, EventBus
 from services.common.checkpoints import VersionStore
 from services.common.kv import ProtoBucket
-from services.common.trainer_shell import Trainer
+from services.common.trainer import Trainer
 
 pytestmark = pytest.mark.integration
 

@@ -68,7 +68,7 @@ def build(service: str, config: RunConfig) -> Any:
     else:
         from services.ingest.service import IngestService
         svc = IngestService(config)
-        svc.core = Inert()
+        svc.shell = Inert()
     return svc
 
 

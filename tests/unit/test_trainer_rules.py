@@ -1,8 +1,10 @@
-"""When a trainer trains (pure rules of services/common/trainer_shell.py)."""
+"""When a trainer trains (pure rules of services/common/trainer.py)."""
 
 from __future__ import annotations
 
-from services.common.trainer_shell import LIVE_PREFIX, async_quota_met, batch_key, round_complete
+from services.common.rounds import LIVE_PREFIX, batch_key
+from services.common.rounds import round_batches as round_complete
+from services.common.trainer import async_quota_met
 
 
 def test_batch_keys_are_per_round_and_safe_for_kv() -> None:

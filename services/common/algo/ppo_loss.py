@@ -44,9 +44,9 @@ class PPOStats:
     """Mean over samples of the token-mean k3 estimate to the reference policy (0 without one)."""
 
 
-def token_mean(x_BT: Tensor, mask_BT: Tensor) -> Tensor:
-    """Mean over each sample's masked tokens: shape [B, T] → [B] (empty samples give 0)."""
-    return (x_BT * mask_BT).sum(-1) / mask_BT.sum(-1).clamp(min=1)
+def token_mean(x_BL: Tensor, mask_BL: Tensor) -> Tensor:
+    """Mean over each sample's masked tokens: shape [B, L] → [B] (empty samples give 0)."""
+    return (x_BL * mask_BL).sum(-1) / mask_BL.sum(-1).clamp(min=1)
 
 
 def sample_mean(x_B: Tensor, weight_B: Tensor | None = None) -> Tensor:
@@ -57,32 +57,32 @@ def sample_mean(x_B: Tensor, weight_B: Tensor | None = None) -> Tensor:
     return (x_B * w_B).sum() / w_B.sum().clamp(min=1e-12)
 
 
-def k3_kl(logp_BT: Tensor, logp_ref_BT: Tensor, mask_BT: Tensor, weight_B: Tensor | None = None) -> Tensor:
-    """k3 estimate of KL(π_ref‖π) from per-token log-probs, [B, T] each → a scalar tensor.
+def k3_kl(logp_BL: Tensor, logp_ref_BL: Tensor, mask_BL: Tensor, weight_B: Tensor | None = None) -> Tensor:
+    """k3 estimate of KL(π_ref‖π) from per-token log-probs, [B, L] each → a scalar tensor.
 
     d = clamp(log π − log π_ref, −10, 10), k3 = exp(−d) − 1 + d (Schulman, "Approximating KL
     divergence", 2020); token mean per sample, then the mean over samples (weighted by
     ``weight_B`` [B] when given).
     """
-    d_BT = torch.clamp(logp_BT - logp_ref_BT, -10.0, 10.0)
-    return sample_mean(token_mean(torch.exp(-d_BT) - 1 + d_BT, mask_BT), weight_B)
+    d_BL = torch.clamp(logp_BL - logp_ref_BL, -10.0, 10.0)
+    return sample_mean(token_mean(torch.exp(-d_BL) - 1 + d_BL, mask_BL), weight_B)
 
 
-def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor, mask_BT: Tensor,
+def ppo_clip_loss(logp_new_BL: Tensor, logp_old_BL: Tensor, advantage_B: Tensor, mask_BL: Tensor,
                   eps: float = 0.2, beta: float = 0.01, dual_clip: float = 0.0,
-                  logp_ref_BT: Tensor | None = None, ref_beta: float = 0.0,
+                  logp_ref_BL: Tensor | None = None, ref_beta: float = 0.0,
                   weight_B: Tensor | None = None) -> tuple[Tensor, PPOStats]:
     """The RLAnything PPO-clip + k3 loss.
 
     Args:
-        logp_new_BT: log π_θ of each response token, [B, T] (requires grad).
-        logp_old_BT: log π_old of the same tokens, [B, T] (no grad).
+        logp_new_BL: log π_θ of each response token, [B, L] (requires grad).
+        logp_old_BL: log π_old of the same tokens, [B, L] (no grad).
         advantage_B: one advantage per sample, [B].
-        mask_BT: 1.0 on response tokens, 0.0 on padding, [B, T].
+        mask_BL: 1.0 on response tokens, 0.0 on padding, [B, L].
         eps: clip range ε (0.2 in the paper).
         beta: KL coefficient β (0.01 in the paper).
         dual_clip: c > 1 bounds the surrogate of A < 0 tokens below at c·A (0 = off, the paper).
-        logp_ref_BT: log π_ref of the same tokens, [B, T] (no grad), for ``ref_beta``.
+        logp_ref_BL: log π_ref of the same tokens, [B, L] (no grad), for ``ref_beta``.
         ref_beta: weight of the k3 KL to the reference policy (our addition, as GRPO's KL to the
             initial model; 0 = the paper, whose KL is to π_old only).
         weight_B: how many original samples each row stands for, [B] (`batching.merge_duplicates`);
@@ -96,30 +96,30 @@ def ppo_clip_loss(logp_new_BT: Tensor, logp_old_BT: Tensor, advantage_B: Tensor,
     """
     if 0 < dual_clip <= 1:
         raise ValueError(f"dual_clip must be 0 (off) or > 1, got {dual_clip}")
-    if logp_new_BT.shape != logp_old_BT.shape or logp_new_BT.shape != mask_BT.shape:
-        raise ValueError(f"shape mismatch: new {tuple(logp_new_BT.shape)}, old {tuple(logp_old_BT.shape)}, "
-                         f"mask {tuple(mask_BT.shape)}")
-    if advantage_B.shape != logp_new_BT.shape[:1]:
-        raise ValueError(f"advantage_B has shape {tuple(advantage_B.shape)}, expected ({logp_new_BT.shape[0]},)")
-    mask_BT = mask_BT.to(logp_new_BT.dtype)
-    d_BT = torch.clamp(logp_new_BT - logp_old_BT.detach(), -10.0, 10.0)
-    ratio_BT = torch.exp(d_BT)
-    adv_B1 = advantage_B.to(logp_new_BT.dtype).unsqueeze(-1)
-    surrogate_BT = torch.minimum(ratio_BT * adv_B1, torch.clamp(ratio_BT, 1 - eps, 1 + eps) * adv_B1)
+    if logp_new_BL.shape != logp_old_BL.shape or logp_new_BL.shape != mask_BL.shape:
+        raise ValueError(f"shape mismatch: new {tuple(logp_new_BL.shape)}, old {tuple(logp_old_BL.shape)}, "
+                         f"mask {tuple(mask_BL.shape)}")
+    if advantage_B.shape != logp_new_BL.shape[:1]:
+        raise ValueError(f"advantage_B has shape {tuple(advantage_B.shape)}, expected ({logp_new_BL.shape[0]},)")
+    mask_BL = mask_BL.to(logp_new_BL.dtype)
+    d_BL = torch.clamp(logp_new_BL - logp_old_BL.detach(), -10.0, 10.0)
+    ratio_BL = torch.exp(d_BL)
+    adv_B1 = advantage_B.to(logp_new_BL.dtype).unsqueeze(-1)
+    surrogate_BL = torch.minimum(ratio_BL * adv_B1, torch.clamp(ratio_BL, 1 - eps, 1 + eps) * adv_B1)
     if dual_clip:
-        surrogate_BT = torch.where(adv_B1 < 0, torch.maximum(surrogate_BT, dual_clip * adv_B1), surrogate_BT)
-    surrogate = sample_mean(token_mean(surrogate_BT, mask_BT), weight_B)
-    kl = k3_kl(logp_new_BT, logp_old_BT.detach(), mask_BT, weight_B)
+        surrogate_BL = torch.where(adv_B1 < 0, torch.maximum(surrogate_BL, dual_clip * adv_B1), surrogate_BL)
+    surrogate = sample_mean(token_mean(surrogate_BL, mask_BL), weight_B)
+    kl = k3_kl(logp_new_BL, logp_old_BL.detach(), mask_BL, weight_B)
     loss = -surrogate + beta * kl
     ref_kl = 0.0
-    if ref_beta and logp_ref_BT is not None:
-        ref_kl_t = k3_kl(logp_new_BT, logp_ref_BT.detach(), mask_BT, weight_B)
+    if ref_beta and logp_ref_BL is not None:
+        ref_kl_t = k3_kl(logp_new_BL, logp_ref_BL.detach(), mask_BL, weight_B)
         loss = loss + ref_beta * ref_kl_t
         ref_kl = float(ref_kl_t.detach())
     with torch.no_grad():
-        tok_w_BT = mask_BT if weight_B is None else mask_BT * weight_B.to(mask_BT.dtype).unsqueeze(-1)
-        n_tokens = tok_w_BT.sum().clamp(min=1e-12)
-        clipped = (((ratio_BT < 1 - eps) | (ratio_BT > 1 + eps)).to(mask_BT.dtype) * tok_w_BT).sum() / n_tokens
+        tok_w_BL = mask_BL if weight_B is None else mask_BL * weight_B.to(mask_BL.dtype).unsqueeze(-1)
+        n_tokens = tok_w_BL.sum().clamp(min=1e-12)
+        clipped = (((ratio_BL < 1 - eps) | (ratio_BL > 1 + eps)).to(mask_BL.dtype) * tok_w_BL).sum() / n_tokens
         stats = PPOStats(float(loss), float(surrogate), float(kl), float(clipped),
-                         float((ratio_BT * tok_w_BT).sum() / n_tokens), ref_kl)
+                         float((ratio_BL * tok_w_BL).sum() / n_tokens), ref_kl)
     return loss, stats

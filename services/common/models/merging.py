@@ -10,19 +10,19 @@ most ``max_batch`` chats) in a worker thread, so the event loop keeps serving.
 Per-chat seeds (``generate(chats, sampling, seeds=...)``) travel with their chats into the merged
 call, so a seeded chat samples the same tokens whatever it was merged with.
 
-A merged call that fails is retried call by call, so a chat the backend cannot handle (a prompt
-over the context length) fails its own caller only.
+The merging rules (a caller that gave up is dropped, a failed merged call is retried call by call,
+time shares) are those of `services.common.microbatch.MicroBatcher`, which also merges the
+reward's judge calls.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from prometheus_client import Histogram
 
+from services.common.microbatch import MicroBatcher
 from services.common.models.generation import Chat, Completion, Generator, Sampling, Seeds, check_seeds, generate_async
 
 __all__ = ["MergingGenerator", "Merged"]
@@ -42,11 +42,8 @@ class Merged:
     seconds: float
 
 
-@dataclass
-class _Call:
-    chats: Sequence[Chat]
-    seeds: Seeds
-    future: asyncio.Future[Merged]
+_Item = tuple[Chat, "int | None", bool]
+"""One chat of a call, its seed, and whether its call passed ``seeds`` at all."""
 
 
 class MergingGenerator:
@@ -58,8 +55,8 @@ class MergingGenerator:
         self.generator = generator
         self.max_batch = max_batch
         self.wait_s = wait_s
-        self._pending: dict[Sampling, list[_Call]] = {}
-        self._runner: asyncio.Task[None] | None = None
+        self._batcher: MicroBatcher[Sampling, _Item, Completion, int] = MicroBatcher(
+            self._together, wait_s, name="generate-merger")
 
     async def generate(self, chats: Sequence[Chat], sampling: Sampling, seeds: Seeds = None) -> Merged:
         """One completion per chat, in order, the model version that produced them, the time share.
@@ -75,55 +72,25 @@ class MergingGenerator:
         if not chats:
             return Merged([], self.generator.model_version, 0.0)
         check_seeds(chats, seeds)
-        future: asyncio.Future[Merged] = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(sampling, []).append(_Call(list(chats), None if seeds is None else list(seeds), future))
-        if self._runner is None or self._runner.done():
-            self._runner = asyncio.create_task(self._drain(), name="generate-merger")
-        return await future
+        items: list[_Item] = [(chat, None if seeds is None else seeds[i], seeds is not None)
+                              for i, chat in enumerate(chats)]
+        part = await self._batcher.submit(sampling, items)
+        return Merged(part.results, part.meta, part.seconds)
 
-    async def _drain(self) -> None:
-        while self._pending:
-            await asyncio.sleep(self.wait_s)
-            sampling = next(iter(self._pending))
-            calls = [c for c in self._pending.pop(sampling) if not c.future.done()]  # done = its caller gave up
-            if not calls:
-                continue
-            try:
-                await self._together(calls, sampling)
-            except Exception as exc:  # noqa: BLE001 - retried alone below, or handed to the one caller
-                if len(calls) == 1:
-                    if not calls[0].future.done():
-                        calls[0].future.set_exception(exc)
-                    continue
-                for c in calls:
-                    try:
-                        await self._together([c], sampling)
-                    except Exception as alone:  # noqa: BLE001 - this call's own failure, re-raised by its caller
-                        if not c.future.done():
-                            c.future.set_exception(alone)
-
-    async def _together(self, calls: list[_Call], sampling: Sampling) -> None:
-        """Generate for every chat of ``calls`` (chunks of ``max_batch``); resolves their futures.
+    async def _together(self, sampling: Sampling, items: list[_Item]) -> tuple[list[Completion], int]:
+        """Generate for every chat of ``items`` (chunks of ``max_batch``); the completions and the
+        model version that produced them.
 
         Raises:
-            Exception: whatever the generator raised (no future is resolved then).
+            Exception: whatever the generator raised.
         """
-        chats = [chat for c in calls for chat in c.chats]
-        seeds: list[int | None] | None = None
-        if any(c.seeds is not None for c in calls):
-            seeds = [s for c in calls for s in (c.seeds if c.seeds is not None else [None] * len(c.chats))]
+        chats = [chat for chat, _, _ in items]
+        seeds = [seed for _, seed, _ in items] if any(seeded for _, _, seeded in items) else None
         version = self.generator.model_version
-        started = time.perf_counter()
         completions: list[Completion] = []
         for i in range(0, len(chats), self.max_batch):
             chunk = chats[i: i + self.max_batch]
             MERGED_CHATS.observe(len(chunk))
             completions += await generate_async(self.generator, chunk, sampling,
                                                 None if seeds is None else seeds[i: i + self.max_batch])
-        seconds = time.perf_counter() - started
-        start = 0
-        for c in calls:
-            if not c.future.done():
-                c.future.set_result(Merged(completions[start: start + len(c.chats)], version,
-                                           seconds * len(c.chats) / len(chats)))
-            start += len(c.chats)
+        return completions, version

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from services.common.errors import InvalidArgumentError
 from services.common.seeding import derive_seed
 
-__all__ = ["TaskSpec", "StepResult", "Episode", "Knob", "TaskFamily", "rollout_instance"]
+__all__ = ["TaskSpec", "StepResult", "Episode", "SingleTurnEpisode", "Knob", "TaskFamily", "rollout_instance"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,44 @@ class Episode(ABC):
 
     def close(self) -> None:
         """Release library resources (subprocesses, files)."""
+
+
+class SingleTurnEpisode(Episode):
+    """One question, one answer: the first step is scored (`score`) and ends the episode; the
+    oracle's plan is the gold answer (`gold_answer`). A family's single-turn episode sets
+    ``task_text`` and ``observation`` and implements the two."""
+
+    single_turn = True
+    answered = "The question was already answered."
+    """The observation of a step after the answer (nothing changes then)."""
+
+    def __init__(self, task_text: str, observation: str) -> None:
+        self.task_text = task_text
+        self.observation = observation
+        self.admissible_actions = ()
+        self.done = False
+
+    @abstractmethod
+    def score(self, action: str) -> float:
+        """The reward of ``action`` as the answer, in [0, 1]; 1 is a win."""
+
+    @abstractmethod
+    def gold_answer(self) -> str:
+        """An answer that wins."""
+
+    def step(self, action: str) -> StepResult:
+        """Score ``action`` as the answer; the episode ends after it (a later step scores 0)."""
+        if self.done:
+            return StepResult(self.answered, (), 0.0, True, False, None)
+        self.done = True
+        reward = float(self.score(action))
+        won = reward >= 1.0
+        self.observation = "Correct." if won else "Incorrect."
+        return StepResult(self.observation, (), reward, True, won, 0 if won else None)
+
+    def oracle_plan(self) -> list[str] | None:
+        """The gold answer as a one-step plan ([] once answered)."""
+        return [] if self.done else [self.gold_answer()]
 
 
 @dataclass(frozen=True)

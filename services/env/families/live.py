@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from services.common.answers import last_boxed
 from services.common.errors import InvalidArgumentError
-from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
+from services.env.families.base import Knob, SingleTurnEpisode, TaskFamily, TaskSpec
 
 __all__ = ["LiveTask", "LiveFamily", "live_seed", "answer_matches", "LIVE_TASK_TEXT"]
 
@@ -59,29 +59,22 @@ class LiveTask:
     tenant: str = ""
 
 
-class LiveEpisode(Episode):
+class LiveEpisode(SingleTurnEpisode):
     """One reply to a real conversation, scored against the reference."""
 
-    single_turn = True
+    answered = "The conversation was already answered."
 
     def __init__(self, task: LiveTask, show_hint: bool) -> None:
-        self.task = task
-        self.task_text = LIVE_TASK_TEXT
         hint = f"\n[hint from the user]\n{task.hint}" if show_hint and task.hint else ""
-        self.observation = task.prompt + hint
-        self.admissible_actions = ()
-        self.done = False
+        super().__init__(LIVE_TASK_TEXT, task.prompt + hint)
+        self.task = task
 
-    def step(self, action: str) -> StepResult:
-        if self.done:
-            return StepResult("The conversation was already answered.", (), 0.0, True, False, None)
-        self.done = True
-        won = answer_matches(action, self.task.reference)
-        self.observation = "Correct." if won else "Incorrect."
-        return StepResult(self.observation, (), 1.0 if won else 0.0, True, won, 0 if won else None)
+    def score(self, action: str) -> float:
+        """1 when the reply holds the reference (`answer_matches`), else 0."""
+        return 1.0 if answer_matches(action, self.task.reference) else 0.0
 
-    def oracle_plan(self) -> list[str] | None:
-        return [] if self.done else [f"\\boxed{{{self.task.reference}}}"]
+    def gold_answer(self) -> str:
+        return f"\\boxed{{{self.task.reference}}}"
 
 
 class LiveFamily(TaskFamily):

@@ -14,7 +14,7 @@ from typing import Any
 from reasoning_gym.factory import DATASETS, create_curriculum
 
 from services.common.errors import InvalidArgumentError
-from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
+from services.env.families.base import Knob, SingleTurnEpisode, TaskFamily, TaskSpec
 
 __all__ = ["ReasoningGymFamily", "normalise_answer"]
 
@@ -29,32 +29,20 @@ def normalise_answer(text: str) -> str:
     return text.strip().translate(_SIGNS)
 
 
-class ReasoningGymEpisode(Episode):
-    """One question: the first step is the answer, scored by the dataset's verifier."""
-
-    single_turn = True
+class ReasoningGymEpisode(SingleTurnEpisode):
+    """One question, scored by the dataset's verifier."""
 
     def __init__(self, dataset: Any, entry: dict[str, Any]) -> None:
+        super().__init__(str(entry["question"]), str(entry["question"]))
         self.dataset = dataset
         self.entry = entry
-        self.task_text = str(entry["question"])
-        self.observation = self.task_text
-        self.admissible_actions = ()
-        self.done = False
 
-    def step(self, action: str) -> StepResult:
-        """Score ``action`` as the answer; the episode ends after it."""
-        if self.done:
-            return StepResult("The question was already answered.", (), 0.0, True, False, None)
-        self.done = True
-        score = float(self.dataset.score_answer(normalise_answer(action), self.entry))
-        won = score >= 1.0
-        self.observation = "Correct." if won else "Incorrect."
-        return StepResult(self.observation, (), score, True, won, 0 if won else None)
+    def score(self, action: str) -> float:
+        """The dataset's verifier's score of ``action`` (normalised, `normalise_answer`)."""
+        return float(self.dataset.score_answer(normalise_answer(action), self.entry))
 
-    def oracle_plan(self) -> list[str] | None:
-        """The gold answer as a one-step plan ([] once answered)."""
-        return [] if self.done else [str(self.entry["answer"])]
+    def gold_answer(self) -> str:
+        return str(self.entry["answer"])
 
 
 class ReasoningGymFamily(TaskFamily):

@@ -18,7 +18,7 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
     """
     family: TaskFamily
     if cfg.type == "gym_text":
-        from services.env.families.gym_text import FrozenLakeFamily
+        from services.env.families.frozenlake import FrozenLakeFamily
 
         family = FrozenLakeFamily(view=cfg.observation)
     elif cfg.type == "live":

@@ -14,7 +14,7 @@ import uvicorn
 from services.common.nats_server import free_port
 
 from services.common.config import FamilyConfig, TinyModelConfig
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.policy_sft import build_tiny_for, demonstrations
 
 

@@ -22,7 +22,7 @@ from rlanything.v1 import policy_pb2, policy_pb2_grpc
 from rlanything.v1.events_pb2 import SamplingParams
 from services.common.config import FamilyConfig, TinyModelConfig
 from services.common.nats_server import free_port
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.policy_sft import build_tiny_for, demonstrations
 from tests.integration.policy.test_policy_service import policy_yaml
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.common.admission import Admission
+from services.common.request_limit import RequestLimit
 from services.common.models.generation import HFGenerator
 from services.policy.openai_api import build_app
 from tests.integration.policy.conftest import serving
@@ -18,7 +18,7 @@ from tests.integration.policy.conftest import serving
 pytestmark = pytest.mark.integration
 
 
-GATE = Admission(2, "policy.max_pending_requests")
+GATE = RequestLimit(2, "policy.max_pending_requests")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 
 from services.common.config import FamilyConfig, LoraSettings, RunConfig, SFTConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.policy_sft import demonstrations, run_sft
 from services.run import coldstart
 

@@ -26,7 +26,7 @@ from services.common.models.generation import HFGenerator
 from services.common.models.loading import load_model
 from services.common.nats_server import free_port
 from services.common.streams import Subjects
-from services.common.trainer_shell import PPOLearner
+from services.common.trainer import PPOLearner
 from tests.integration.policy.test_policy_service import policy_yaml
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

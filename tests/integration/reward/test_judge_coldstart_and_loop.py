@@ -15,7 +15,7 @@ import torch
 
 from services.common.config import FamilyConfig, JudgeSFTConfig, PPOConfig, TinyModelConfig
 from services.common.models.generation import HFGenerator
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.judge_episodes import record_groups
 from services.reward.judges import JudgeSettings, LLMJudge
 from services.offline.judge_eval import consistency_round

@@ -18,7 +18,7 @@ from services.common.checkpoints import VersionStore
 from services.common.config import FamilyConfig
 from services.common.models.generation import HFGenerator
 from services.common.streams import Subjects
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.judge_episodes import record_group
 from services.reward.judges import steps_of
 from services.offline.judge_sft import judge_specs

@@ -35,7 +35,7 @@ def lora_learner(model_dir: str, checkpoint_dir: str):
     """A LoRA `PPOLearner` over the saved tiny model ``model_dir``, sharded when a process group exists."""
     from services.common.data_parallel import current_shard
     from services.common.models.generation import HFGenerator
-    from services.common.trainer_shell import PPOLearner
+    from services.common.trainer import PPOLearner
 
     return PPOLearner(HFGenerator(model_dir), LORA_CFG, checkpoint_dir, seed=5, reference_source=model_dir,
                       shard=current_shard())

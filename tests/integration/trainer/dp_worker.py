@@ -18,7 +18,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from services.common.data_parallel import shard_model  # noqa: E402
-from services.common.training import ppo_update  # noqa: E402
+from services.common.ppo_update import ppo_update  # noqa: E402
 from tests.integration.trainer.dp_case import CFG, lora_learner, model, samples  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from services.common.nats_server import free_port
-from services.common.training import ppo_update
+from services.common.ppo_update import ppo_update
 from tests.integration.trainer.dp_case import CFG, lora_learner, model, samples
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from rlanything.v1.events_pb2 import PolicySampleBatch, TaskRef, TrainingSample
 from services.common.bus import Delivery, EventBus
 from services.common.checkpoints import VersionStore
 from services.common.kv import ProtoBucket
-from services.common.trainer_shell import TRAINER_METRICS, Trainer
+from services.common.trainer import TRAINER_METRICS, Trainer
 from tests.integration.test_trainer_restart import RecordingLearner
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from rlanything.v1.events_pb2 import RolloutJob, SamplingParams, TaskRef
 from services.common.models.generation import Chat, Completion, Generator, Sampling
 from services.common.models.merging import MergingGenerator
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.local_env import LocalEnvClient
 from services.policy.rollout import MergedAgent, run_group
 

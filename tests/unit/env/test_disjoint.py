@@ -11,7 +11,7 @@ from services.common.config import load_config
 from services.env.disjoint import (EvalInstanceError, disjoint_instance, disjoint_specs, eval_clash, eval_keys,
                                    eval_specs, redraw_seed, round_overlap, slot_seed, train_instance)
 from services.env.families.base import TaskSpec, rollout_instance
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.env.families.live import LiveFamily
 from services.env.families.reasoning_gym_family import ReasoningGymFamily
 from services.env.families.textworld_family import game_identity

@@ -7,7 +7,7 @@ import pytest
 from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, STEP_LABEL_UNSPECIFIED
 from services.common.errors import InvalidArgumentError
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily, shortest_path
+from services.env.families.frozenlake import FrozenLakeFamily, shortest_path
 from services.env.oracle import step_label
 
 FAMILY = FrozenLakeFamily()

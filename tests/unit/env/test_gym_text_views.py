@@ -6,7 +6,7 @@ import pytest
 
 from services.common.config import FamilyConfig
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily, goal_offset, render_window
+from services.env.families.frozenlake import FrozenLakeFamily, goal_offset, render_window
 from services.env.families.registry import build_family
 
 DESC = ["SFFH", "FHFF", "FFFH", "HFFG"]

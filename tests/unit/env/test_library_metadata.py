@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 
 from rlanything.v1.env_pb2 import TaskSlot, TaskVersion
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.env.families.reasoning_gym_family import ReasoningGymFamily
 from services.env.pool import library_drift
 

@@ -7,7 +7,7 @@ import pytest
 from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER, BadSteps, TaskRef, TaskReport
 from services.common.errors import InvalidArgumentError, NotFoundError
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.env.families.reasoning_gym_family import ReasoningGymFamily
 from services.env.proposer import ParametricProposer, bad_step_share, moves_difficulty
 from services.env.sessions import SessionStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER, TaskReport
 
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.env.proposer import ParametricProposer
 
 PARENT = TaskSpec("gym_text", {"size": 4.0, "hole_prob": 0.2}, 11)

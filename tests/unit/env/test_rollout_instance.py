@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from services.env.families.base import TaskSpec, rollout_instance
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 
 FAMILY = FrozenLakeFamily()
 SPEC = TaskSpec("gym_text", {"size": 4, "hole_prob": 0.2}, 12)

@@ -47,7 +47,8 @@ def test_weighted_sample_edge_cases() -> None:
 
 
 def test_a_candidate_with_a_released_job_gets_no_second_job() -> None:
-    from services.env.scheduler import candidate_key, candidate_released
+    from services.common.rounds import candidate_key
+    from services.env.scheduler import candidate_released
 
     released = [candidate_key("gym_text/train-0005", 1), candidate_key("gym_text/train-0001", 0)]
     assert released == ["gym_text/train-0005/v1", "gym_text/train-0001/v0"]

@@ -9,7 +9,7 @@ import pytest
 from rlanything.v1.events_pb2 import DIRECTION_EASIER, DIRECTION_HARDER, TaskReport
 from services.common.errors import InvalidArgumentError
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.env.proposer import ParametricProposer, check_same_task_knobs
 
 PARENT = TaskSpec("gym_text", {"size": 4.0, "hole_prob": 0.2}, 5)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from services.common.config import FamilyConfig
 from services.env.disjoint import disjoint_specs
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.expert import expert_demonstrations
 from services.offline.policy_sft import TRAIN_SEED_BASE, demonstrations
 

@@ -6,7 +6,7 @@ import asyncio
 import random
 
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import ACTIONS, FrozenLakeFamily, shortest_path
+from services.env.families.frozenlake import ACTIONS, FrozenLakeFamily, shortest_path
 from services.offline.expert import expert_demonstrations, play_expert_episode, run_sync
 from services.policy.prompting import HistoryItem, step_chat
 

@@ -9,7 +9,7 @@ from rlanything.v1.events_pb2 import STEP_LABEL_GOOD, TaskRef
 
 from services.common.errors import InvalidArgumentError, NotFoundError
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.local_env import LocalEnvClient
 
 SPEC = TaskSpec("gym_text", {"size": 4, "hole_prob": 0.2}, 3)

@@ -16,7 +16,7 @@ from services.common.models.loading import load_model
 from services.common.models.logprobs import token_logprobs
 from services.common.models.lora import is_adapter_checkpoint
 from services.common.models.tiny import build_tiny_model, train_tokenizer
-from services.common.trainer_shell import PPOLearner
+from services.common.trainer import PPOLearner
 
 LORA = LoraSettings(rank=4, alpha=8)
 

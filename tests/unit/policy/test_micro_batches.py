@@ -15,7 +15,7 @@ from transformers import Qwen2ForCausalLM
 from services.common.algo.batching import Sample, micro_batches
 from services.common.config import PPOConfig
 from tests.support import tiny_causal_lm
-from services.common.training import ppo_update
+from services.common.ppo_update import ppo_update
 
 
 @given(st.lists(st.integers(1, 300), max_size=40), st.integers(0, 2000))
@@ -76,7 +76,7 @@ def test_the_update_does_not_depend_on_how_the_batch_is_cut(budget: int) -> None
 def test_one_micro_batch_gradient_equals_the_whole_minibatch_gradient() -> None:
     """The accumulated gradient itself (before clipping and AdamW): one pass vs rows one at a time."""
     from services.common.algo.batching import make_batch
-    from services.common.training import _accumulate, _logprobs
+    from services.common.ppo_update import _accumulate, _logprobs
 
     model = _model()
     batch = make_batch(_samples(), 64, 0)
@@ -132,7 +132,7 @@ def test_bf16_autocast_trains_close_to_fp32_and_keeps_fp32_weights() -> None:
     """ppo.autocast=bf16: forward passes in bfloat16 (log-probs off by bf16 rounding, not more), the
     weights and AdamW state stay fp32, and the update moves the weights like the fp32 one."""
     from services.common.algo.batching import make_batch
-    from services.common.training import _logprobs
+    from services.common.ppo_update import _logprobs
 
     model = _model()
     batch = make_batch(_samples(), 64, 0)

@@ -1,4 +1,4 @@
-"""One PPO update (`services.common.training.ppo_update`) on a real tiny causal LM: epochs,
+"""One PPO update (`services.common.ppo_update.ppo_update`) on a real tiny causal LM: epochs,
 minibatches and the KL early stop."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from services.common.algo.batching import Sample, make_batch
 from services.common.config import PPOConfig
 from services.common.models.logprobs import token_logprobs
-from services.common.training import ppo_update
+from services.common.ppo_update import ppo_update
 
 
 def _model() -> Qwen2ForCausalLM:

@@ -10,7 +10,7 @@ from rlanything.v1.events_pb2 import DIRECTION_HARDER, CandidateCheck, RolloutJo
 
 from services.common.models.generation import Chat, Completion, Generator, Sampling
 from services.env.families.base import TaskSpec
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.local_env import LocalEnvClient
 from services.policy.rollout import run_group
 

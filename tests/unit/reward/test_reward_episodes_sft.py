@@ -6,7 +6,7 @@ import random
 
 from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD
 from services.common.config import FamilyConfig
-from services.env.families.gym_text import FrozenLakeFamily
+from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.judge_episodes import record_group, record_groups
 from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT
 from services.reward.judges import JudgeSettings

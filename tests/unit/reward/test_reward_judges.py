@@ -141,6 +141,19 @@ async def test_batcher_fails_the_requests_of_a_failed_call() -> None:
     assert (await batcher.judge_steps([step()], 1, 0.8)).judgements[0].mean_vote == 1.0
 
 
+async def test_a_request_whose_caller_gave_up_is_not_judged() -> None:
+    """The batchers' reconciled rule (`services.common.microbatch`): a caller cancelled while its request
+    waits is dropped from the merged call (the judge used to vote on its steps for nobody)."""
+    judge = CountingJudge()
+    batcher = JudgeBatcher(judge, wait_s=0.05)
+    gone = asyncio.create_task(batcher.judge_steps([step()] * 4, 3, 0.8))
+    kept = asyncio.create_task(batcher.judge_steps([step(STEP_LABEL_BAD)] * 2, 3, 0.8))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    assert [j.mean_vote for j in (await kept).judgements] == [-1.0, -1.0]
+    assert judge.calls == [2]  # only the waiting caller's steps
+
+
 class PoisonJudge(CountingJudge):
     """Fails any call that holds a step whose prompt is ``POISON`` (a trajectory the judge cannot handle)."""
 

@@ -9,7 +9,8 @@ from rlanything.v1.events_pb2 import Trajectory
 from services.common.config import RunConfig, load_config
 from services.common.config.reward import RewardServiceConfig
 from services.common.errors import ConfigError
-from services.reward.worker import judged_msg_id, judged_subject
+from services.common.rounds import judged_id as judged_msg_id
+from services.reward.worker import judged_subject
 
 
 def test_a_shadow_publishes_on_its_own_subjects_and_ids() -> None:

@@ -3,7 +3,7 @@
 A `Trainer` is composed of two parts:
 
 * the collector (this class): stores each sample batch in a KV bucket (so a restart loses
-  nothing) before it is acked, and decides when to train (`round_complete`, `async_quota_met`):
+  nothing) before it is acked, and decides when to train (`rounds.round_batches`, `async_quota_met`):
   synchronous mode trains round r once all its ``jobs_in_round`` batches are in, with π_old
   recomputed, and announces version N+1 "trained on round r" (also when the round had no
   samples, so the scheduler can go on); asynchronous mode trains whenever ``min_samples_async``
@@ -44,43 +44,23 @@ from services.common.data_parallel import Shard, full_state_dict, shard_model
 from services.common.errors import InvalidEventError
 from rlanything.v1.events_pb2 import ModelVersion
 from services.common.bus import Delivery, EventBus
-from services.common.kv import ProtoBucket, escape_id
+from services.common.kv import ProtoBucket
+from services.common.rounds import LIVE_PREFIX, batch_key, round_batches
 from services.common.topology import Buckets
 from services.common.models.generation import HFGenerator
 from services.common.models.loading import load_model, resolve_model_path
 from services.common.models.lora import adapter_disabled, with_lora
-from services.common.training import ppo_update
+from services.common.ppo_update import ppo_update
 from services.common.seeding import derive_seed
 
-__all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "round_complete", "async_quota_met",
-           "batch_key", "TRAINER_METRICS", "LIVE_PREFIX", "staleness_bounds"]
+__all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "async_quota_met", "TRAINER_METRICS",
+           "staleness_bounds"]
 
 log = logging.getLogger("rlanything.trainer")
 TRAINER_METRICS = Gauge("rla_trainer_metric", "Last training step's metrics, by role and key.", ["role", "key"])
 STALE_DROPPED = Counter("rla_trainer_stale_samples_dropped_total",
                         "Samples a trainer dropped at its optimizer step for lagging the latest version by more than "
                         "the staleness bound, by role and task family.", ["role", "family"])
-
-
-LIVE_PREFIX = "live."
-"""Key prefix of stored live batches (outside every round's count)."""
-
-
-def batch_key(round_: int, batch_id: str, live: bool = False) -> str:
-    """The KV key of a stored batch: ``r<round>.<escaped batch id>``, or ``live.<escaped batch
-    id>`` for a live batch (`common.kv.escape_id`: two batch ids never share a key; the old "other
-    characters as _" rule let "a/b" and "a_b" collide)."""
-    return (LIVE_PREFIX if live else f"r{round_}.") + escape_id(batch_id)
-
-
-def round_complete(keys: Sequence[str], round_: int, jobs_in_round: int) -> list[str] | None:
-    """Synchronous mode (pure): the stored keys of ``round_`` when all its ``jobs_in_round``
-    batches are in (one batch per job), plus every stored live batch (trained with this round,
-    never counted), else None."""
-    mine = [k for k in keys if k.startswith(f"r{round_}.")]
-    if len(mine) < jobs_in_round:
-        return None
-    return mine + [k for k in keys if k.startswith(LIVE_PREFIX)]
 
 
 def staleness_bounds(config: RunConfig) -> dict[str, int]:
@@ -125,7 +105,7 @@ def _loaded(source: str, cache_dir: str | Path) -> Iterator[torch.nn.Module]:
 
 
 class PPOLearner:
-    """PPO on a local HF model (`services.common.training.ppo_update`), checkpointed per version.
+    """PPO on a local HF model (`services.common.ppo_update.ppo_update`), checkpointed per version.
 
     ``frozen``: announce a version per round without changing the weights (the fixed-judge
     ablation). With ``ppo.ref_beta`` the starting weights are the KL anchor (see ``reference``).
@@ -298,7 +278,7 @@ class Trainer:
                 await self._put(batch_key(round_, batch_id), batch)
             keys = list(self._keys)
             if self.mode == "sync":
-                mine = round_complete(keys, round_, jobs)
+                mine = round_batches(keys, round_, jobs)
                 if mine is not None:
                     await self._train(mine, round_, recompute_old=True)
             else:

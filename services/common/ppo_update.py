@@ -117,7 +117,7 @@ def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tens
             logp = token_logprobs(model, batch.input_ids_BL[part, :n], batch.attention_mask_BL[part, :n], keep)
         part_loss, stats = ppo_clip_loss(logp, old_BL[part, :n], batch.advantage_B[part], mask_BL[part, :n],
                                          eps=cfg.eps, beta=cfg.beta, dual_clip=cfg.dual_clip,
-                                         logp_ref_BT=None if ref_BL is None else ref_BL[part, :n],
+                                         logp_ref_BL=None if ref_BL is None else ref_BL[part, :n],
                                          ref_beta=cfg.ref_beta, weight_B=w)
         share = float(w.sum()) / total_w if counts else 0.0
         (part_loss * (share * shard.world)).backward()
@@ -187,6 +187,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     (`batching.merge_duplicates`: the loss is the same, the forward and backward passes are not
     repeated); in asynchronous mode only those with equal behaviour log-probs are merged.
 
+    Phases, one function each: `_prepare` (batch), `_old_logprobs` (π_old and the mismatch),
+    `_reference_logprobs`, `_optimize` (epochs × minibatches, each a `_step`), `_summarise`.
+
     Raises:
         TypeError: ``cfg.max_kl`` is set, a step must be undone and ``optimizer`` is not AdamW.
 
@@ -197,68 +200,116 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     |recomputed − behaviour| over response tokens; NaN when unknown), response_tokens (mean per
     sample).
     """
+    batch, metrics = _prepare(samples, cfg, pad_id, recompute_old, next(model.parameters()).device)
+    if not batch.sample_ids:
+        return metrics
+    recomputed_BL, old_BL = _old_logprobs(model, batch, samples, cfg, recompute_old, metrics)
+    ref_BL = _reference_logprobs(reference, batch, cfg)
+    model.train()
+    taken, stopped, reverted = _optimize(model, optimizer, batch, (old_BL, recomputed_BL, ref_BL), cfg, seed, metrics)
+    optimizer.zero_grad(set_to_none=True)  # the gradients are not kept between updates (4 bytes per parameter)
+    _summarise(metrics, optimizer, taken, stopped, reverted)
+    model.eval()
+    return metrics
+
+
+def _prepare(samples: Sequence[Sample], cfg: PPOConfig, pad_id: int, recompute_old: bool,
+             device: torch.device) -> tuple[Batch, dict[str, float]]:
+    """Phase 1: the padded batch of the kept samples (identical ones merged with
+    ``cfg.merge_duplicates``) on ``device``, and the metrics known before any pass."""
     rows = merge_duplicates(samples, by_behaviour=not recompute_old) if cfg.merge_duplicates else list(samples)
-    batch = make_batch(rows, cfg.max_length, pad_id).to(next(model.parameters()).device)  # a GPU trainer's too
+    batch = make_batch(rows, cfg.max_length, pad_id).to(device)  # a GPU trainer's too
     n = len(batch.sample_ids)
     weight = {s.sample_id: s.weight for s in rows}
     metrics = {"ppo/samples": float(batch.weight_B.sum()) if n else 0.0, "ppo/distinct_samples": float(n),
                "ppo/dropped": float(sum(weight[i] for i in batch.dropped_ids)),
                "ppo/loss": 0.0, "ppo/kl": 0.0, "ppo/clip_fraction": 0.0, "ppo/logprob_mismatch": math.nan,
                "ppo/response_tokens": float(batch.response_mask_BL.sum(-1).mean()) if n else 0.0}
-    if n == 0:
-        return metrics
-    every = torch.arange(n)
-    recomputed_BL = _logprobs(model, batch, every, cfg)
+    return batch, metrics
+
+
+def _old_logprobs(model: torch.nn.Module, batch: Batch, samples: Sequence[Sample], cfg: PPOConfig,
+                  recompute_old: bool, metrics: dict[str, float]) -> tuple[Tensor, Tensor]:
+    """Phase 2: the log-probs of the weights this update starts from, and π_old's (the same when
+    ``recompute_old`` or a sample has no behaviour log-probs, else the behaviour ones); sets
+    ``ppo/logprob_mismatch`` when both exist."""
+    recomputed_BL = _logprobs(model, batch, torch.arange(len(batch.sample_ids)), cfg)
     has_behaviour = all(s.behaviour_logprobs for s in samples if s.sample_id in set(batch.sample_ids))
     mask = batch.response_mask_BL
     if has_behaviour:
         metrics["ppo/logprob_mismatch"] = float(
             ((recomputed_BL - batch.behaviour_logprobs_BL).abs() * mask).sum() / mask.sum())
     old_BL = recomputed_BL if recompute_old or not has_behaviour else batch.behaviour_logprobs_BL
-    ref_BL = None
-    if reference is not None and cfg.ref_beta:
-        with (nullcontext(reference) if isinstance(reference, torch.nn.Module) else reference()) as ref_model:
-            ref_BL = _logprobs(ref_model, batch, every, cfg)
-        del ref_model  # a reloaded reference is freed before the optimizer steps
-    model.train()
+    return recomputed_BL, old_BL
+
+
+def _reference_logprobs(reference: torch.nn.Module | Callable[[], AbstractContextManager[torch.nn.Module]] | None,
+                        batch: Batch, cfg: PPOConfig) -> Tensor | None:
+    """Phase 3: the reference model's log-probs (None without a reference or with ``ref_beta`` 0); a
+    reloaded reference is freed before the optimizer steps."""
+    if reference is None or not cfg.ref_beta:
+        return None
+    with (nullcontext(reference) if isinstance(reference, torch.nn.Module) else reference()) as ref_model:
+        ref_BL = _logprobs(ref_model, batch, torch.arange(len(batch.sample_ids)), cfg)
+    del ref_model
+    return ref_BL
+
+
+def _optimize(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
+              logprobs: tuple[Tensor, Tensor, Tensor | None], cfg: PPOConfig, seed: int,
+              metrics: dict[str, float]) -> tuple[int, bool, int]:
+    """Phase 4: ``cfg.epochs`` passes of ``cfg.optimizer_steps`` minibatches (split by ``seed``), one
+    step each, until the trust region stops it; sums loss, kl and clip_fraction of the steps taken
+    into ``metrics``. Returns (steps taken, stopped early, steps undone: 0/1)."""
+    n = len(batch.sample_ids)
     steps = min(cfg.optimizer_steps, n)
-    taken, stopped, reverted = 0, False, 0
+    taken = 0
     split = torch.Generator().manual_seed(seed)
     for _epoch in range(cfg.epochs):
         for chunk in torch.chunk(torch.randperm(n, generator=split), steps):
-            optimizer.zero_grad(set_to_none=True)
-            # the trust region is measured from the weights this update started from (= π_old in sync
-            # mode; in async mode π_old is the older behaviour policy, which may already lie outside it)
-            done = _accumulate(model, batch, chunk, old_BL, recomputed_BL, ref_BL, cfg)
-            metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), done.kl_start)
-            if cfg.max_kl and done.kl_start > cfg.max_kl:
-                stopped = True  # this minibatch already sees a policy too far from π_old: stop here
-                break
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            lr = warmup_lr(cfg.lr, _steps_done(optimizer), cfg.warmup_steps)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.step()
-            if cfg.max_kl:
-                kl_after = _batch_kl(model, batch, chunk, recomputed_BL, cfg)
-                metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
-                if kl_after > cfg.max_kl:  # this one step left the trust region: undo it and stop
-                    undo_adamw_step(optimizer)
-                    stopped, reverted = True, 1
-                    break
+            outcome = _step(model, optimizer, batch, chunk, logprobs, cfg, metrics)
+            if outcome != "taken":
+                return taken, True, int(outcome == "reverted")
             taken += 1
-            metrics["ppo/loss"] += done.loss
-            metrics["ppo/kl"] += done.kl
-            metrics["ppo/clip_fraction"] += done.clip_fraction
-            metrics["ppo/ref_kl"] = done.ref_kl
-        if stopped:
-            break
-    optimizer.zero_grad(set_to_none=True)  # the gradients are not kept between updates (4 bytes per parameter)
+    return taken, False, 0
+
+
+def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, chunk: Tensor,
+          logprobs: tuple[Tensor, Tensor, Tensor | None], cfg: PPOConfig, metrics: dict[str, float]) -> str:
+    """One minibatch's AdamW step inside the trust region: "taken", "stopped" (the minibatch
+    already sees a policy too far from π_old: no step) or "reverted" (the step left it: undone)."""
+    old_BL, recomputed_BL, ref_BL = logprobs
+    optimizer.zero_grad(set_to_none=True)
+    # the trust region is measured from the weights this update started from (= π_old in sync
+    # mode; in async mode π_old is the older behaviour policy, which may already lie outside it)
+    done = _accumulate(model, batch, chunk, old_BL, recomputed_BL, ref_BL, cfg)
+    metrics["ppo/kl_max"] = max(metrics.get("ppo/kl_max", 0.0), done.kl_start)
+    if cfg.max_kl and done.kl_start > cfg.max_kl:
+        return "stopped"
+    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    lr = warmup_lr(cfg.lr, _steps_done(optimizer), cfg.warmup_steps)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.step()
+    if cfg.max_kl:
+        kl_after = _batch_kl(model, batch, chunk, recomputed_BL, cfg)
+        metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
+        if kl_after > cfg.max_kl:  # this one step left the trust region: undo it and stop
+            undo_adamw_step(optimizer)
+            return "reverted"
+    metrics["ppo/loss"] += done.loss
+    metrics["ppo/kl"] += done.kl
+    metrics["ppo/clip_fraction"] += done.clip_fraction
+    metrics["ppo/ref_kl"] = done.ref_kl
+    return "taken"
+
+
+def _summarise(metrics: dict[str, float], optimizer: torch.optim.Optimizer, taken: int, stopped: bool,
+               reverted: int) -> None:
+    """Phase 5: means over the steps taken, and the update's counts."""
     metrics["ppo/reverted_steps"] = float(reverted)
     for key in ("ppo/loss", "ppo/kl", "ppo/clip_fraction"):
         metrics[key] /= max(1, taken)
     metrics["ppo/optimizer_steps"] = float(taken)
     metrics["ppo/lr"] = optimizer.param_groups[0]["lr"]
     metrics["ppo/early_stopped"] = float(stopped)
-    model.eval()
-    return metrics

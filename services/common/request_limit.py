@@ -1,5 +1,5 @@
-"""Admission control: a bound on requests in progress, so a flood is refused at once (HTTP 429,
-gRPC RESOURCE_EXHAUSTED) instead of queueing without end in memory."""
+"""The policy's request limit (admission control): a bound on requests in progress, so a flood is
+refused at once (HTTP 429, gRPC RESOURCE_EXHAUSTED) instead of queueing without end in memory."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 from services.common.errors import BusyError
 
-__all__ = ["Admission"]
+__all__ = ["RequestLimit"]
 
 
-class Admission:
+class RequestLimit:
     """At most ``limit`` requests in progress at once (one event loop: no lock needed)."""
 
     def __init__(self, limit: int, setting: str) -> None:

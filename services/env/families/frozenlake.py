@@ -1,4 +1,4 @@
-"""`gym_text`: Gymnasium toy-text FrozenLake rendered as text, with a shortest-path oracle.
+"""Family `gym_text` (its config name): Gymnasium toy-text FrozenLake rendered as text, with a shortest-path oracle.
 
 The map comes from Gymnasium's own generator (`generate_random_map`, which only returns maps
 with a path from S to G) and the dynamics from `FrozenLake-v1`. Knobs: ``size`` (the map is

@@ -42,7 +42,7 @@ from services.ingest.telemetry import (CANDIDATES, CAPTURES, ERASED, FEEDBACK_DE
 from services.ingest.candidates import task_candidate
 from services.ingest.trajectories import live_trajectory_id, to_trajectory
 
-__all__ = ["IngestCore"]
+__all__ = ["IngestShell"]
 
 log = logging.getLogger("rlanything.ingest")
 Status = IngestAck.Status
@@ -72,7 +72,7 @@ def msg_id(*parts: object) -> str:
     return "/".join(str(p) for p in ([head] if head else []) + ([f"e{epoch}"] if epoch else []) + rest)
 
 
-class IngestCore:
+class IngestShell:
     """Everything the ingest API does, over one NATS connection (see the module docstring)."""
 
     def __init__(self, cfg: IngestServiceConfig, bus: EventBus, episodes: ProtoBucket, orphans: ProtoBucket | None,
@@ -92,7 +92,7 @@ class IngestCore:
         self.open_counts: Counter[str] = Counter()
 
     @classmethod
-    async def open(cls, cfg: IngestServiceConfig, bus: EventBus) -> "IngestCore":
+    async def open(cls, cfg: IngestServiceConfig, bus: EventBus) -> "IngestShell":
         """Open (or create) the episode and orphan-feedback buckets."""
         episodes = await ProtoBucket.open(bus.js, cfg.episodes_bucket, EpisodeRecord)
         orphans = None
