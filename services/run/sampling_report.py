@@ -24,7 +24,7 @@ def sampling_section(config: RunConfig) -> list[str]:
              "Each engine samples with the settings below: the run config's temperature and top_p, every other "
              "field neutral (the same in the `hf` and `vllm` backends; a checkpoint's generation_config.json is "
              "not applied). Behaviour log-probs: the sampled token's log-prob at temperature 1, before any "
-             "processor (`raw_logprobs`).", "",
+             "processor (`raw_logprobs`). top_k 0, min_p 0 and typical_p 1 are off; temperature 0 is greedy.", "",
              "| engine | backend | log-prob mode | " + " | ".join(fields) + " |",
              "|---|---|---|" + "---:|" * len(fields)]
     for name, d in rows:
