@@ -228,23 +228,35 @@ def replay(
     overrides: Annotated[Optional[list[str]], typer.Option("--set", help="Override of the judge config, e.g. "
                                                                          "reward.model.source=runs/x/checkpoints/reward/v20.")] = None,
     votes: Annotated[int, typer.Option("--votes", help="Votes per step (0 = as many as the run cast).")] = 0,
-    temperature: Annotated[float, typer.Option("--temperature", help="Vote sampling temperature (0 = greedy).")] = 0.0,
+    temperature: Annotated[Optional[float], typer.Option(
+        "--temperature", help="Vote sampling temperature (0 = greedy; unset = the judge's configured one).")] = None,
+    greedy: Annotated[bool, typer.Option("--greedy", help="Greedy votes (temperature 0), whatever the judge is "
+                                                          "configured with.")] = False,
     limit: Annotated[int, typer.Option("--limit", help="Trajectories at most (0 = all).")] = 0,
     version: Annotated[Optional[int], typer.Option("--version", help="Only trajectories the run judged with this "
                                                                      "RM version.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Report file (default RUN_DIR/replay.md).")] = None,
 ) -> None:
     """Judge a run's stored trajectories again with another judge and compare with the stored votes
-    (step accuracy vs the oracle, identical votes, agreement, outcome accuracy, invalid votes)."""
+    (step accuracy vs the oracle, identical votes, agreement, outcome accuracy, invalid votes), then
+    list the steps whose votes differ."""
     import grpc as _grpc
 
     from services.common.errors import ConfigError, ServiceFailedError
     from services.run.judge_process import describe, judge_config, local_judge
-    from services.run.replay import compare, replay_run, report_markdown, shadow_pairs
+    from services.run.replay import compare, replay_run, report_markdown, shadow_pairs, vote_diffs, write_pairs
 
     if shadow == bool(judge):
         console.print("[red]error:[/red] give exactly one of --judge HOST:PORT|CONFIG and --shadow")
         raise typer.Exit(2)
+    if temperature is not None and temperature < 0:
+        console.print(f"[red]error:[/red] --temperature must be >= 0, got {temperature}")
+        raise typer.Exit(2)
+    if greedy and temperature:
+        console.print(f"[red]error:[/red] --greedy means temperature 0; --temperature {temperature} contradicts it")
+        raise typer.Exit(2)
+    greedy = greedy or temperature == 0
+    sampled = 0.0 if greedy or temperature is None else temperature
     try:
         if shadow:
             pairs, who = shadow_pairs(run_dir), "the run's shadow judge"
@@ -252,9 +264,10 @@ def replay(
             config = judge_config(Path(judge), overrides or [])
             with local_judge(config, lambda line: console.print(line, highlight=False)) as address:
                 who = f"{describe(config)} ({judge})"
-                pairs = replay_run(run_dir, address, votes, temperature, limit, version)
+                pairs = replay_run(run_dir, address, votes, sampled, limit, version, greedy=greedy)
         else:
-            pairs, who = replay_run(run_dir, judge, votes, temperature, limit, version), f"the judge at {judge}"
+            pairs = replay_run(run_dir, judge, votes, sampled, limit, version, greedy=greedy)
+            who = f"the judge at {judge}"
     except (FileNotFoundError, ConfigError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
@@ -264,10 +277,16 @@ def replay(
     except _grpc.RpcError as exc:
         console.print(f"[red]error:[/red] the judge at {judge} answered {exc.code().name}: {exc.details()}")
         raise typer.Exit(1) from None
-    text = report_markdown(compare(pairs), run_dir, who)
+    if not shadow:
+        who += ", greedy votes" if greedy else f", temperature {sampled:g}" if sampled else ", its own temperature"
+    figures = compare(pairs)
     path = out or run_dir / "replay.md"
-    path.write_text(text)
-    typer.echo(text + f"\n({len(pairs)} steps; written to {path})")
+    path.write_text(report_markdown(figures, run_dir, who, pairs))
+    steps = path.with_suffix(".jsonl")
+    write_pairs(pairs, steps)
+    differ = len(vote_diffs(pairs))
+    typer.echo(report_markdown(figures, run_dir, who) + f"\n({len(pairs)} steps, {differ} with votes that differ; "
+               f"written to {path}, every step's votes to {steps})")
 
 
 contract_app = typer.Typer(add_completion=False, no_args_is_help=True,

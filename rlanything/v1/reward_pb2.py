@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rlanything.v1 import events_pb2 as rlanything_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arlanything/v1/reward.proto\x12\rrlanything.v1\x1a\x1arlanything/v1/events.proto\"\xad\x01\n\x0bStepToJudge\x12\x0f\n\x07step_id\x18\x01 \x01(\t\x12\x11\n\ttask_text\x18\x02 \x01(\t\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12\x10\n\x08response\x18\x04 \x01(\t\x12\x18\n\x10next_observation\x18\x05 \x01(\t\x12.\n\x0coracle_label\x18\x06 \x01(\x0e\x32\x18.rlanything.v1.StepLabel\x12\x0e\n\x06rubric\x18\x07 \x01(\t\"b\n\x11JudgeStepsRequest\x12)\n\x05steps\x18\x01 \x03(\x0b\x32\x1a.rlanything.v1.StepToJudge\x12\r\n\x05votes\x18\x02 \x01(\x05\x12\x13\n\x0btemperature\x18\x03 \x01(\x02\"]\n\x12JudgeStepsResponse\x12\x30\n\njudgements\x18\x01 \x03(\x0b\x32\x1c.rlanything.v1.StepJudgement\x12\x15\n\rmodel_version\x18\x02 \x01(\x03\x32`\n\x0bRewardModel\x12Q\n\nJudgeSteps\x12 .rlanything.v1.JudgeStepsRequest\x1a!.rlanything.v1.JudgeStepsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arlanything/v1/reward.proto\x12\rrlanything.v1\x1a\x1arlanything/v1/events.proto\"\xad\x01\n\x0bStepToJudge\x12\x0f\n\x07step_id\x18\x01 \x01(\t\x12\x11\n\ttask_text\x18\x02 \x01(\t\x12\x0e\n\x06prompt\x18\x03 \x01(\t\x12\x10\n\x08response\x18\x04 \x01(\t\x12\x18\n\x10next_observation\x18\x05 \x01(\t\x12.\n\x0coracle_label\x18\x06 \x01(\x0e\x32\x18.rlanything.v1.StepLabel\x12\x0e\n\x06rubric\x18\x07 \x01(\t\"r\n\x11JudgeStepsRequest\x12)\n\x05steps\x18\x01 \x03(\x0b\x32\x1a.rlanything.v1.StepToJudge\x12\r\n\x05votes\x18\x02 \x01(\x05\x12\x13\n\x0btemperature\x18\x03 \x01(\x02\x12\x0e\n\x06greedy\x18\x04 \x01(\x08\"]\n\x12JudgeStepsResponse\x12\x30\n\njudgements\x18\x01 \x03(\x0b\x32\x1c.rlanything.v1.StepJudgement\x12\x15\n\rmodel_version\x18\x02 \x01(\x03\x32`\n\x0bRewardModel\x12Q\n\nJudgeSteps\x12 .rlanything.v1.JudgeStepsRequest\x1a!.rlanything.v1.JudgeStepsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,9 +35,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STEPTOJUDGE']._serialized_start=74
   _globals['_STEPTOJUDGE']._serialized_end=247
   _globals['_JUDGESTEPSREQUEST']._serialized_start=249
-  _globals['_JUDGESTEPSREQUEST']._serialized_end=347
-  _globals['_JUDGESTEPSRESPONSE']._serialized_start=349
-  _globals['_JUDGESTEPSRESPONSE']._serialized_end=442
-  _globals['_REWARDMODEL']._serialized_start=444
-  _globals['_REWARDMODEL']._serialized_end=540
+  _globals['_JUDGESTEPSREQUEST']._serialized_end=363
+  _globals['_JUDGESTEPSRESPONSE']._serialized_start=365
+  _globals['_JUDGESTEPSRESPONSE']._serialized_end=458
+  _globals['_REWARDMODEL']._serialized_start=460
+  _globals['_REWARDMODEL']._serialized_end=556
 # @@protoc_insertion_point(module_scope)

@@ -26,14 +26,16 @@ class StepToJudge(_message.Message):
     def __init__(self, step_id: _Optional[str] = ..., task_text: _Optional[str] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ..., rubric: _Optional[str] = ...) -> None: ...
 
 class JudgeStepsRequest(_message.Message):
-    __slots__ = ("steps", "votes", "temperature")
+    __slots__ = ("steps", "votes", "temperature", "greedy")
     STEPS_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    GREEDY_FIELD_NUMBER: _ClassVar[int]
     steps: _containers.RepeatedCompositeFieldContainer[StepToJudge]
     votes: int
     temperature: float
-    def __init__(self, steps: _Optional[_Iterable[_Union[StepToJudge, _Mapping]]] = ..., votes: _Optional[int] = ..., temperature: _Optional[float] = ...) -> None: ...
+    greedy: bool
+    def __init__(self, steps: _Optional[_Iterable[_Union[StepToJudge, _Mapping]]] = ..., votes: _Optional[int] = ..., temperature: _Optional[float] = ..., greedy: _Optional[bool] = ...) -> None: ...
 
 class JudgeStepsResponse(_message.Message):
     __slots__ = ("judgements", "model_version")

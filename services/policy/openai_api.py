@@ -355,8 +355,8 @@ async def _events(pump: TokenPump, first: list[tuple[Any, ...]], watcher: asynci
             if text or entries:
                 yield chunk(text, entries)
                 wait_s = CHUNK_INTERVAL_S - (time.monotonic() - sent)
-                if wait_s > 0:  # let a fast decoder's next tokens gather (one loop wake per chunk, not per token)
-                    await asyncio.sleep(wait_s)
+                if wait_s > 0:  # let a fast decoder's next tokens gather (one loop wake per chunk, not per token);
+                    await pump.settle(wait_s)  # the end of the generation cuts the pause short
                 sent = time.monotonic()
             batch = await pump.get()
     finally:

@@ -4,7 +4,8 @@
 returns the items that arrived since the last call, oldest first: ``("token", token_id, logprob)``
 for each token, then one ``("done", Completion)`` or ``("error", exception)``. The worker wakes
 the event loop at most once per `get` (not once per token), so a fast decoder is not slowed by
-the loop competing for the interpreter. `TokenPump.stop` sets the generation's cancel event: the
+the loop competing for the interpreter; the end of the generation always wakes it, so `TokenPump.settle`
+(the reader's pause between chunks) ends early when nothing more will come. `TokenPump.stop` sets the generation's cancel event: the
 `hf` backend checks it after every token, so the worker is free again within one decoding step.
 """
 
@@ -42,20 +43,26 @@ class TokenPump:
         self._lock = threading.Lock()
         self._wake_pending = False
         self._arrived = asyncio.Event()
+        self._ended = asyncio.Event()
         self._future: asyncio.Future | None = None
 
     def start(self) -> None:
         """Start the generation in a worker thread (call from the event loop)."""
         loop = asyncio.get_running_loop()
 
+        def ended() -> None:
+            self._ended.set()
+            self._arrived.set()
+
         def put(item: tuple[Any, ...]) -> None:
+            final = item[0] != "token"
             with self._lock:
                 self._items.append(item)
-                if self._wake_pending:
+                if self._wake_pending and not final:
                     return
                 self._wake_pending = True
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody reads any more
-                loop.call_soon_threadsafe(self._arrived.set)
+                loop.call_soon_threadsafe(ended if final else self._arrived.set)
 
         def run() -> None:
             try:
@@ -83,6 +90,14 @@ class TokenPump:
         if batch[-1][0] != "token":
             self.finished = True
         return batch
+
+    async def settle(self, seconds: float) -> None:
+        """Wait ``seconds`` (the reader lets tokens gather between two chunks), or less: return as
+        soon as the generation has ended (its result then waits for no pause)."""
+        if self._ended.is_set():
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), seconds)
 
     def stop(self) -> None:
         """Cancel the generation (no effect once it finished)."""

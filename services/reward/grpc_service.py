@@ -20,11 +20,13 @@ MAX_STEPS = 1024
 
 def validate_request(request: reward_pb2.JudgeStepsRequest, default_votes: int,
                      default_temperature: float) -> tuple[int, float]:
-    """The request's (votes, temperature), with 0 meaning the service default.
+    """The request's (votes, temperature), with 0 meaning the service default; ``greedy`` gives
+    temperature 0 (greedy votes) whatever the default.
 
     Raises:
         InvalidArgumentError: no steps or more than `MAX_STEPS`; votes outside 0..`MAX_VOTES`;
-            a negative temperature; a step with an empty prompt (the message names the field).
+            a negative temperature, or greedy with a temperature; a step with an empty prompt (the
+            message names the field).
     """
     if not request.steps:
         raise InvalidArgumentError("steps must hold at least one step to judge")
@@ -34,9 +36,14 @@ def validate_request(request: reward_pb2.JudgeStepsRequest, default_votes: int,
         raise InvalidArgumentError(f"votes must be in 0..{MAX_VOTES} (0 = the service default), got {request.votes}")
     if request.temperature < 0:
         raise InvalidArgumentError(f"temperature must be >= 0 (0 = the service default), got {request.temperature}")
+    if request.greedy and request.temperature:
+        raise InvalidArgumentError(f"greedy asks for temperature 0; the request also sets temperature "
+                                   f"{request.temperature:g}: send one of them")
     for i, step in enumerate(request.steps):
         if not step.prompt.strip():
             raise InvalidArgumentError(f"steps[{i}].prompt is empty; send the agent's step prompt")
+    if request.greedy:
+        return request.votes or default_votes, 0.0
     return request.votes or default_votes, request.temperature or default_temperature
 
 

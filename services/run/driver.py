@@ -22,6 +22,7 @@ from services.run.monitor import consumer_idle, subscribe_progress
 from services.run.progress import RunProgress
 from services.run.recorder import record_events
 from services.run.report import append_round, read_rounds, summary_table, write_plots, write_report
+from services.run.sampling_report import sampling_section
 from services.run.trackers import Trackers
 
 __all__ = ["run_loop", "load_for_resume"]
@@ -178,7 +179,7 @@ def run_loop(config: RunConfig, run_dir: Path, console: Console, resume: bool = 
               f"adaptation {'on' if config.env.adaptation.enabled else 'off'}; "
               f"this invocation took {time.monotonic() - wall:.0f} s.")
     write_plots(rounds, run_dir)
-    write_report(rounds, run_dir, header)
+    write_report(rounds, run_dir, header, sampling_section(config))
     console.print(summary_table(rounds, f"RLAnything run {run_dir.name}"))
     console.print(f"run directory: {run_dir}  (report.md, metrics.jsonl, *.png; see it all: rlanything view {run_dir})")
     return code

@@ -15,6 +15,7 @@ steps = its outcome) and the invalid-vote rate.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,13 +30,14 @@ from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD, Trajectory
 from services.reward.judges import steps_of
 from services.run.recorder import read_events
 
-__all__ = ["StepPair", "compare", "replay_run", "shadow_pairs", "report_markdown"]
+__all__ = ["StepPair", "VoteDiff", "compare", "replay_run", "shadow_pairs", "report_markdown", "vote_diffs",
+           "write_pairs"]
 
 
 @dataclass(frozen=True)
 class StepPair:
-    """One judged step: its family, oracle label (+1, −1, 0 = none), the trajectory's outcome and
-    step count position, and the stored and the new votes."""
+    """One judged step: its family, oracle label (+1, −1, 0 = none), the trajectory's outcome,
+    the stored and the new votes, and its index in the trajectory."""
 
     family: str
     trajectory_id: str
@@ -43,6 +45,33 @@ class StepPair:
     outcome: int
     stored: tuple[int, ...]
     replayed: tuple[int, ...]
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class VoteDiff:
+    """A step whose replayed votes differ from the stored ones: which vote positions (1-based) differ
+    (a vote one side did not cast counts as differing)."""
+
+    trajectory_id: str
+    step: int
+    family: str
+    label: int
+    stored: tuple[int, ...]
+    replayed: tuple[int, ...]
+    differing: tuple[int, ...]
+
+
+def vote_diffs(pairs: Iterable[StepPair]) -> list[VoteDiff]:
+    """Every step whose votes differ, in the order of ``pairs`` (pure)."""
+    out = []
+    for p in pairs:
+        n = max(len(p.stored), len(p.replayed))
+        differing = tuple(k + 1 for k in range(n)
+                          if k >= len(p.stored) or k >= len(p.replayed) or p.stored[k] != p.replayed[k])
+        if differing:
+            out.append(VoteDiff(p.trajectory_id, p.step, p.family, p.label, p.stored, p.replayed, differing))
+    return out
 
 
 def _sign(values: Sequence[int]) -> int:
@@ -84,9 +113,11 @@ def _label(value: int) -> int:
 
 
 def replay_run(run_dir: Path, address: str, votes: int = 0, temperature: float = 0.0, limit: int = 0,
-               judge_version: int | None = None, timeout_s: float = 120.0) -> list[StepPair]:
+               judge_version: int | None = None, timeout_s: float = 120.0, greedy: bool = False) -> list[StepPair]:
     """Judge the stored trajectories of ``run_dir`` again at ``address``; ``votes`` 0 = as many as
-    each step had; ``judge_version``: only trajectories the run judged with that RM version.
+    each step had; ``temperature`` 0 = the judge's configured one; ``greedy``: every vote greedy
+    (temperature 0 at the judge, whatever it is configured with; ``temperature`` must then be 0);
+    ``judge_version``: only trajectories the run judged with that RM version.
 
     Raises:
         FileNotFoundError: the run has no ``events/judged.jsonl``.
@@ -109,10 +140,11 @@ def replay_run(run_dir: Path, address: str, votes: int = 0, temperature: float =
             if not trajectory.steps or not m:
                 continue
             response = stub.JudgeSteps(reward_pb2.JudgeStepsRequest(steps=steps_of(trajectory), votes=m,
-                                                                     temperature=temperature), timeout=timeout_s)
-            for step, old, new in zip(trajectory.steps, stored, response.judgements):
+                                                                     temperature=temperature, greedy=greedy),
+                                       timeout=timeout_s)
+            for k, (step, old, new) in enumerate(zip(trajectory.steps, stored, response.judgements)):
                 pairs.append(StepPair(trajectory.task.family, trajectory.trajectory_id, _label(step.oracle_label),
-                                      trajectory.outcome, _votes(old), tuple(v.value for v in new.votes)))
+                                      trajectory.outcome, _votes(old), tuple(v.value for v in new.votes), k))
     return pairs
 
 
@@ -138,20 +170,48 @@ def shadow_pairs(run_dir: Path) -> list[StepPair]:
         if stored is None:
             continue
         t = json_format.ParseDict(record["trajectory"], Trajectory(), ignore_unknown_fields=True)
-        for step, old, new in zip(t.steps, stored.get("judgements", []), record.get("judgements", [])):
+        for k, (step, old, new) in enumerate(zip(t.steps, stored.get("judgements", []), record.get("judgements", []))):
             if old.get("votes") and new.get("votes"):
                 pairs.append(StepPair(t.task.family, t.trajectory_id, _label(step.oracle_label), t.outcome,
-                                      _votes(old), _votes(new)))
+                                      _votes(old), _votes(new), k))
     return pairs
 
 
-def report_markdown(figures: dict[str, dict[str, float]], run_dir: Path, address: str) -> str:
+def report_markdown(figures: dict[str, dict[str, float]], run_dir: Path, address: str,
+                    pairs: Sequence[StepPair] | None = None, max_diff_rows: int = 1000) -> str:
     """The comparison as a markdown table (one row per family, then all); ``address`` says which
-    judge made the replayed votes."""
+    judge made the replayed votes. With ``pairs``, a second table lists the steps whose votes
+    differ (`vote_diffs`: trajectory, step, family, oracle label, stored and replayed votes, the
+    1-based positions that differ), at most ``max_diff_rows`` of them, then a count of the rest."""
     keys = list(next(iter(figures.values())).keys()) if figures else []
     lines = [f"# Replay of {run_dir.name} against {address}", "",
              "| family | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
     for family in [f for f in figures if f != "all"] + ["all"]:
         lines.append(f"| {family} | " + " | ".join(f"{figures[family][k]:.0f}" if k.endswith("steps") else
                                                     f"{figures[family][k]:.3g}" for k in keys) + " |")
+    if pairs is not None:
+        diffs = vote_diffs(pairs)
+        lines += ["", "## Votes that differ", "",
+                  f"{len(diffs)} of {len(pairs)} steps have votes that differ (votes: +1 good, -1 bad, 0 invalid; "
+                  "step: its index in the trajectory; vote: 1-based positions that differ).", "",
+                  "| trajectory | step | family | label | stored | replayed | vote |", "|---|---:|---|---:|---|---|---|"]
+        for d in diffs[:max_diff_rows]:
+            lines.append(f"| {d.trajectory_id} | {d.step} | {d.family} | {d.label} | {_vote_text(d.stored)} | "
+                         f"{_vote_text(d.replayed)} | {', '.join(map(str, d.differing))} |")
+        if len(diffs) > max_diff_rows:
+            lines += ["", f"({len(diffs) - max_diff_rows} more steps differ.)"]
     return "\n".join(lines) + "\n"
+
+
+def write_pairs(pairs: Iterable[StepPair], path: Path) -> None:
+    """Every compared step as one JSON line (family, trajectory_id, step, label, outcome, stored,
+    replayed), in the order judged: the report's tables in machine-readable form."""
+    with path.open("w") as f:
+        for p in pairs:
+            f.write(json.dumps({"family": p.family, "trajectory_id": p.trajectory_id, "step": p.step,
+                                "label": p.label, "outcome": p.outcome, "stored": list(p.stored),
+                                "replayed": list(p.replayed)}) + "\n")
+
+
+def _vote_text(votes: Sequence[int]) -> str:
+    return " ".join(f"{v:+d}" if v else "0" for v in votes)

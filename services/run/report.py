@@ -126,8 +126,10 @@ def restarts_line(rounds: list[dict[str, float]]) -> str:
             "come from the streams, so they are those of an uninterrupted run (see logs/ for each exit).")
 
 
-def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str) -> Path:
-    """report.md: the setting, the per-round table, and the curves."""
+def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str,
+                 sections: list[str] | None = None) -> Path:
+    """report.md: the setting, the per-round table, ``sections`` (markdown lines, e.g. the sampling
+    section), and the curves."""
     lines = [f"# RLAnything run `{run_dir.name}`", "", header, "",
              "| round | " + " | ".join(label for _, label in SUMMARY_KEYS) + " |",
              "|---:|" + "---:|" * len(SUMMARY_KEYS)]
@@ -135,6 +137,7 @@ def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str) -> 
         lines.append(f"| {int(r['round'])} | " + " | ".join(_fmt(r.get(k)) for k, _ in SUMMARY_KEYS) + " |")
     lines += ["", "Held-out and OOD success are measured on evaluation rounds only (`env.scheduler.eval_every`).", ""]
     lines += [restarts_line(rounds), ""]
+    lines += sections or []
     lines += [f"![{title}]({name})" for name, title, _ in PLOTS]
     lines += ["", "![Where each round's wall time went](phases.png)"]
     path = run_dir / "report.md"

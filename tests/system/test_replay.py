@@ -4,6 +4,7 @@ compared step by step."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +32,8 @@ def replay(run_dir: Path, judge: str, out: Path) -> dict:
     result = subprocess.run([RLANYTHING, "replay", str(run_dir), "--judge", judge, "--out", str(out)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
-    header, _, *rows = [line for line in out.read_text().splitlines() if line.startswith("|")]
+    figures = out.read_text().split("## Votes that differ")[0]  # the per-family table; the per-step one follows
+    header, _, *rows = [line for line in figures.splitlines() if line.startswith("|")]
     keys = [k.strip() for k in header.strip("|").split("|")][1:]
     table = {cells[0]: dict(zip(keys, map(float, cells[1:])))
              for cells in ([c.strip() for c in row.strip("|").split("|")] for row in rows)}
@@ -91,3 +93,36 @@ def test_a_judge_config_that_does_not_validate_is_refused(two_round_run: Path, t
     result = subprocess.run([RLANYTHING, "replay", str(two_round_run), "--judge", str(config)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "reward.backend" in result.stderr
+
+
+def replay_steps(run_dir: Path, judge: str, out: Path, *flags: str) -> list[dict]:
+    """``rlanything replay`` with ``flags``; every compared step (``out`` with suffix .jsonl)."""
+    result = subprocess.run([RLANYTHING, "replay", str(run_dir), "--judge", judge, "--out", str(out), *flags],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+
+
+def test_greedy_replay_ignores_the_judges_temperature_and_lists_the_votes_that_differ(
+        two_round_run: Path, tmp_path: Path, tiny_cold: Path) -> None:
+    """The run's judge (temperature 0.8 in its config) replayed with ``--greedy``: the m votes of a
+    step are one greedy answer each, so they are equal; ``--temperature 0`` gives the same votes; the
+    report lists, step by step, the votes that differ from the stored ones."""
+    config = write_config(tmp_path, 2, tiny_cold)
+    greedy = replay_steps(two_round_run, str(config), tmp_path / "greedy.md", "--greedy")
+    assert len(greedy) == stored_steps(two_round_run) > 0
+    assert all(len(set(s["replayed"])) == 1 for s in greedy), [s["replayed"] for s in greedy]
+    # (this tiny judge votes almost only invalid, so equal values alone prove little: that a greedy
+    # request gives equal vote *tokens* where the judge's temperature does not is checked in
+    # tests/integration/reward/test_reward_service.py)
+    zero = replay_steps(two_round_run, str(config), tmp_path / "zero.md", "--temperature", "0")
+    assert [s["replayed"] for s in zero] == [s["replayed"] for s in greedy]
+    report = (tmp_path / "greedy.md").read_text()
+    assert "greedy votes" in report
+    differ = [s for s in greedy if s["stored"] != s["replayed"]]
+    assert f"{len(differ)} of {len(greedy)} steps have votes that differ" in report
+    for s in differ[:20]:
+        assert f"| {s['trajectory_id']} | {s['step']} | {s['family']} |" in report
+    refused = subprocess.run([RLANYTHING, "replay", str(two_round_run), "--judge", str(config), "--greedy",
+                              "--temperature", "0.5"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--greedy means temperature 0" in refused.stderr + refused.stdout

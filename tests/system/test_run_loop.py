@@ -71,6 +71,14 @@ def test_two_rounds_close_all_three_loops(two_round_run: Path) -> None:
     assert "| round |" in (run_dir / "report.md").read_text()
 
 
+def test_the_report_and_the_resolved_config_record_the_sampling_convention(two_round_run: Path) -> None:
+    report = (two_round_run / "report.md").read_text()
+    assert "## Sampling" in report
+    assert "| policy | hf | raw_logprobs | 0.8 | 1.0 | 0 | 0.0 | 1.0 | 1.0 |" in report  # temperature, top_p, top_k, ...
+    resolved = (two_round_run / "config.yaml").read_text()
+    assert resolved.count("sampling_defaults: neutral") == 2 and resolved.count("logprobs_mode: raw_logprobs") == 2
+
+
 async def consumer_delivered(store: Path, stream: str, durable: str) -> int:
     with NatsServer(store_dir=store) as server:
         bus = await EventBus.connect(NatsConfig(url=server.url), ConsumerConfig(), name="inspect")

@@ -35,13 +35,21 @@ def hf_greedy(path: Path) -> list[tuple[int, ...]]:
     return [c.token_ids for c in HFGenerator(str(path)).generate(CHATS, GREEDY)]
 
 
+def _rss(process: psutil.Process) -> int:
+    """Resident bytes of ``process``; 0 once it has exited (a previous test's engine may still be
+    exiting when the process list is taken)."""
+    try:
+        return process.memory_info().rss
+    except psutil.NoSuchProcess:
+        return 0
+
+
 def rss_mib(processes: Iterable[psutil.Process] | None = None) -> float:
     """Resident memory of ``processes`` (default: this process and every process under it, the engine
     core included), MiB; on a CUDA host plus the GPU memory in use (device-wide), so a leak on either
     side shows."""
     me = psutil.Process()
-    host = sum(p.memory_info().rss for p in (processes if processes is not None
-                                             else [me, *me.children(recursive=True)]))
+    host = sum(_rss(p) for p in (processes if processes is not None else [me, *me.children(recursive=True)]))
     if torch.cuda.is_available():
         free, total = torch.cuda.mem_get_info()
         host += total - free

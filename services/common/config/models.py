@@ -49,6 +49,15 @@ class ModelConfig(StrictModel):
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
     device: str = Field("cpu", description="torch device for hf: 'cpu' or 'cuda'.")
     vllm: VLLMConfig = Field(default_factory=VLLMConfig)
+    sampling_defaults: Literal["neutral"] = Field(
+        "neutral", description="Every sampling field the run config does not set (repetition penalty, top_k, "
+                               "min_p, ...) at its no-op value, the same in every backend; a checkpoint's "
+                               "generation_config.json contributes its end-of-turn ids only (recorded, not a "
+                               "choice: services.common.models.sampling_convention).")
+    logprobs_mode: Literal["raw_logprobs"] = Field(
+        "raw_logprobs", description="Behaviour log-probs: the sampled token's log-prob under the model at "
+                                    "temperature 1, before temperature, top-p or penalties (the trainer's "
+                                    "convention; recorded, not a choice).")
 
 
 class LoraSettings(StrictModel):

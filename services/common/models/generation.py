@@ -25,6 +25,7 @@ they stream natively) and returns the same `Completion` as `generate`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from transformers.utils import logging as hf_logging
 
 from services.common.errors import ContextLengthError
 from services.common.models.loading import load_model
+from services.common.models.sampling_convention import describe, hf_generate_kwargs, token_ids_only
 from services.common.seeding import derive_seed
 
 __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "Chat", "eos_ids",
@@ -46,6 +48,7 @@ __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerato
            "shared_prefill", "Seeds", "check_seeds", "SeededSampler", "OnToken"]
 
 hf_logging.disable_progress_bar()
+log = logging.getLogger("rlanything.models")
 Chat = Sequence[dict[str, str]]
 """A chat: ``[{"role": "user", "content": "..."}, ...]``."""
 Seeds = Sequence[int | None] | None
@@ -200,7 +203,12 @@ class _Loaded:
 
 
 class HFGenerator(Generator):
-    """transformers `generate` with left padding, sampling and per-token log-probs (CPU or GPU)."""
+    """transformers `generate` with left padding, sampling and per-token log-probs (CPU or GPU).
+
+    Sampling follows `sampling_convention`: the request's temperature and top_p, neutral values for
+    every other field; the checkpoint's ``generation_config.json`` contributes its token ids only
+    (its sampling defaults are dropped at load, and every field is passed to ``generate``).
+    """
 
     def __init__(self, source: str, cache_dir: str | Path = ".cache/models", version: int = 0,
                  device: str = "cpu", threads: int | None = None) -> None:
@@ -208,9 +216,10 @@ class HFGenerator(Generator):
             torch.set_num_threads(threads)
         self.cache_dir = cache_dir
         self.device = device
-        model, tokenizer = load_model(source, cache_dir, device=device)
+        model, tokenizer = _load_neutral(source, cache_dir, device)
         self._loaded = _Loaded(model, tokenizer, version)
         self.model_version = version
+        log.info("sampling convention", extra=describe("hf"))
 
     @property
     def model(self) -> PreTrainedModel:
@@ -223,7 +232,7 @@ class HFGenerator(Generator):
         return self._loaded.tokenizer
 
     def load_version(self, path: str, version: int) -> None:
-        model, tokenizer = load_model(path, self.cache_dir, device=self.device)
+        model, tokenizer = _load_neutral(path, self.cache_dir, self.device)
         self._loaded = _Loaded(model, tokenizer, version)  # atomic swap: in-flight calls finish on the old one
         self.model_version = version
 
@@ -280,8 +289,7 @@ class HFGenerator(Generator):
             out = loaded.model.generate(
                 input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,
                 **({"cache": cache} if cache is not None else {}),
-                do_sample=sample, temperature=sampling.temperature if sample else None,
-                top_p=sampling.top_p if sample else None, top_k=None, logits_processor=processors,
+                **hf_generate_kwargs(sampling.temperature, sampling.top_p, sample), logits_processor=processors,
                 stopping_criteria=StoppingCriteriaList(criteria) if criteria else None,
                 return_dict_in_generate=True, output_logits=True, pad_token_id=pad,
                 eos_token_id=stop_ids)
@@ -313,6 +321,13 @@ class HFGenerator(Generator):
             if text in tok.decode(ids[:k], skip_special_tokens=True):
                 return k
         return len(ids)
+
+
+def _load_neutral(source: str, cache_dir: str | Path, device: str) -> tuple[Any, Any]:
+    """`load_model`, the model's generation config reduced to its token ids (`token_ids_only`)."""
+    model, tokenizer = load_model(source, cache_dir, device=device)
+    model.generation_config = token_ids_only(model.generation_config)
+    return model, tokenizer
 
 
 def shared_rows(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:

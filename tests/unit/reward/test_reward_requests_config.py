@@ -18,6 +18,12 @@ def test_defaults_fill_zero_votes_and_temperature() -> None:
     assert validate_request(JudgeStepsRequest(steps=[STEP], votes=5, temperature=0.25), 3, 0.8) == (5, 0.25)
 
 
+def test_greedy_means_temperature_zero_whatever_the_default() -> None:
+    assert validate_request(JudgeStepsRequest(steps=[STEP], greedy=True), 3, 0.8) == (3, 0.0)
+    with pytest.raises(InvalidArgumentError, match="greedy.*temperature 0.5"):
+        validate_request(JudgeStepsRequest(steps=[STEP], greedy=True, temperature=0.5), 3, 0.8)
+
+
 @pytest.mark.parametrize("request_, message", [
     (JudgeStepsRequest(), "steps must hold at least one step"),
     (JudgeStepsRequest(steps=[STEP], votes=-1), "votes must be in 0..32 (0 = the service default), got -1"),
