@@ -97,6 +97,8 @@ def busy_after_hangup_s(base: str, pid: int) -> float:
     """Seconds from closing a 400-token stream (after 5 content chunks) until the server is idle."""
     import httpx
 
+    from services.common.process_idle import seconds_until_idle
+
     body = {"model": "tiny", "messages": CHAT, "temperature": 0, "max_tokens": LONG, "stream": True}
     seen = 0
     with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as r:
@@ -108,32 +110,13 @@ def busy_after_hangup_s(base: str, pid: int) -> float:
     return seconds_until_idle(pid, time.monotonic())
 
 
-def seconds_until_idle(pid: int, since: float, window_s: float = 0.25, idle_share: float = 0.15,
-                       limit_s: float = 30.0) -> float:
-    """Seconds from ``since`` to the start of the first ``window_s`` window in which process ``pid``
-    used under ``idle_share`` of one core; inf if none within ``limit_s``."""
-    import psutil
-
-    proc = psutil.Process(pid)
-
-    def cpu_s() -> float:
-        t = proc.cpu_times()
-        return t.user + t.system
-
-    while time.monotonic() - since < limit_s:
-        start, before = time.monotonic(), cpu_s()
-        time.sleep(window_s)
-        if (cpu_s() - before) / (time.monotonic() - start) < idle_share:
-            return start - since
-    return math.inf
-
-
 def main(out: Path) -> None:
     import httpx
     import psutil
 
     from services.common.config import FamilyConfig, TinyModelConfig
     from services.common.nats_server import free_port
+    from services.common.process_idle import seconds_until_idle
     from services.env.families.frozenlake import FrozenLakeFamily
     from services.offline.policy_sft import build_tiny_for, demonstrations
 

@@ -9,19 +9,18 @@ seconds on CPU (it never emits end-of-turn, so the work's length is known).
 
 from __future__ import annotations
 
-import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
-import psutil
 import pytest
 
 from rlanything.v1 import policy_pb2, policy_pb2_grpc
 from rlanything.v1.events_pb2 import SamplingParams
 from services.common.config import FamilyConfig, TinyModelConfig
 from services.common.nats_server import free_port
+from services.common.process_idle import seconds_until_idle
 from services.env.families.frozenlake import FrozenLakeFamily
 from services.offline.policy_sft import build_tiny_for, demonstrations
 from tests.integration.policy.test_policy_service import policy_yaml
@@ -45,24 +44,6 @@ def request(max_new_tokens: int) -> policy_pb2.GenerateRequest:
         sampling=SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens))
 
 
-def seconds_until_idle(pid: int, since: float, window_s: float = 0.25, idle_share: float = 0.15,
-                       limit_s: float = 6.0) -> float:
-    """Seconds from ``since`` (time.monotonic) to the start of the first ``window_s`` window in
-    which process ``pid`` used under ``idle_share`` of one core; inf if none within ``limit_s``."""
-    proc = psutil.Process(pid)
-
-    def cpu_s() -> float:
-        t = proc.cpu_times()
-        return t.user + t.system
-
-    while time.monotonic() - since < limit_s:
-        start, before = time.monotonic(), cpu_s()
-        time.sleep(window_s)
-        if (cpu_s() - before) / (time.monotonic() - start) < idle_share:
-            return start - since
-    return math.inf
-
-
 def test_grpc_deadline_stops_generation_and_frees_the_model(spawn_service, slow_model_dir, tmp_path) -> None:
     policy = spawn_service("policy", policy_yaml(slow_model_dir, tmp_path / "ckpt", role="rollout"))
     stub = policy_pb2_grpc.PolicyStub(grpc.insecure_channel(policy.address))
@@ -76,7 +57,7 @@ def test_grpc_deadline_stops_generation_and_frees_the_model(spawn_service, slow_
             codes.append(err.value.code())
     deadline = time.monotonic()
     assert codes == [grpc.StatusCode.DEADLINE_EXCEEDED] * 2
-    idle_after = seconds_until_idle(policy.proc.pid, deadline)
+    idle_after = seconds_until_idle(policy.proc.pid, deadline, limit_s=6.0)
     start = time.monotonic()
     assert len(stub.Generate(request(1), timeout=60).completions[0].token_ids) == 1
     next_latency = time.monotonic() - start
@@ -102,7 +83,7 @@ def test_http_client_that_hangs_up_stops_generation(spawn_service, slow_model_di
         client.with_options(timeout=1.0).chat.completions.create(model="policy", messages=chat, temperature=0,
                                                                  max_tokens=LONG)
     gone = time.monotonic()
-    idle_after = seconds_until_idle(policy.proc.pid, gone)
+    idle_after = seconds_until_idle(policy.proc.pid, gone, limit_s=6.0)
     start = time.monotonic()
     answer = client.chat.completions.create(model="policy", messages=chat, temperature=0, max_tokens=1)
     next_latency = time.monotonic() - start
