@@ -37,7 +37,10 @@ class EnvService(Service):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.cfg: EnvServiceConfig = config.env
-        self.families: dict[str, TaskFamily] = {f.type: build_family(f, self.cfg.cache_dir) for f in self.cfg.families}
+        self.families: dict[str, TaskFamily] = {f.type: build_family(f, self.cfg.cache_dir, self.cfg.sandbox)
+                                                 for f in self.cfg.families}
+        for family in self.families.values():  # the code family's sandbox: no isolation, no service
+            family.start()
         check_same_task_knobs(self.families.values(), self.cfg.adaptation.same_task_knobs)
         self.per_rollout = frozenset(f.type for f in self.cfg.families if f.train_instances == "rollout")
         """Families whose train rollouts each play their own instance (`FamilyConfig.train_instances`)."""
@@ -125,3 +128,5 @@ class EnvService(Service):
         if hasattr(self, "scheduler"):  # on_start may have failed before making it
             self.scheduler.close()
         self.sessions.close_all()
+        for family in self.families.values():
+            family.close()

@@ -1,11 +1,12 @@
 """The Environment contract (`services/contract/env_contract.py`) against every implementation the
-project ships — the env service with its FrozenLake, reasoning-gym, Gymnasium-id and remote
+project ships — the env service with its FrozenLake, reasoning-gym, Gymnasium-id, code and remote
 families, and the bring-your-own template `examples/env_server.py` — and against a broken server,
 which must fail with a clause a person can read."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ FAMILIES = {
                       "train_slots": 2, "heldout_slots": 1, "ood_slots": 0},
     "gymnasium": {"type": "gymnasium", "env_id": "CliffWalking-v1", "won_when": "terminated", "knobs": {},
                   "train_slots": 2, "heldout_slots": 1, "ood_slots": 0, "max_steps": 15},
+    "code": {"type": "code", "knobs": {"ops": 2}, "train_slots": 2, "heldout_slots": 1, "ood_slots": 0},
 }
 
 
@@ -37,7 +39,7 @@ def example_module():
     return module
 
 
-@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "example", "remote"])
+@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "code", "example", "remote"])
 def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contract_dir: Path) -> Iterator[str]:
     """The address of one shipped Environment implementation ("remote": the env service playing
     the example server's tasks through `type: remote`)."""
@@ -49,6 +51,10 @@ def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contr
     family = FAMILIES.get(request.param) or {"type": "remote", "address": f"127.0.0.1:{server.port}", "knobs": {},
                                              "train_slots": 2, "heldout_slots": 1, "ood_slots": 0, "max_steps": 10}
     section = {"cache_dir": str(contract_dir / "cache"), "families": [family], "scheduler": {"enabled": False}}
+    if request.param == "code":  # its answers run in the sandbox (root: namespaces, per-run uids)
+        if os.geteuid() != 0:
+            pytest.skip("the code family's sandbox needs root")
+        section["sandbox"] = {"workers": 1, "timeout_s": 2.0}
     proc = _start("env", section, contract_nats, contract_dir)  # the families share one pool bucket
     yield proc.address
     _stop(proc)
