@@ -1,9 +1,10 @@
 """Loop 3 shell: act on the critic's task reports — request, propose, validate, accept or reject.
 
-Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``) get
-their variants from a `ModelProposer` instead of a knob move: the model's JSON must parse, build and
-pass the family's verifier before the candidate is pending; the acceptance rule then decides as
-for any candidate.
+Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``; family
+``code``) get their variants from a `ModelProposer` instead of a knob move: the model's JSON must
+parse, build and pass the family's verifier (code: the rewritten problem's reference passes its own
+tests in the sandbox) before the candidate is pending; the acceptance rule then decides as for any
+candidate.
 
 Every decision is published on `rla.env.pool` as a `TaskPoolEvent` with its reason and counted
 in Prometheus. Handlers are idempotent: a redelivered report finds its effect already in the
@@ -27,6 +28,7 @@ from services.common.config import AdaptationConfig
 from services.common.errors import InvalidArgumentError, InvalidEventError
 from services.common.streams import Subjects
 from services.env.acceptance import Verdict, VariantGate, live_verdict
+from services.env.code_variants import check_code_variant
 from services.env.disjoint import eval_clash
 from services.env.pool import TaskPool, spec_of
 from services.env.proposer import Proposer, moves_difficulty
@@ -52,8 +54,10 @@ class Adaptation:
 
     def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig,
                  live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None,
-                 per_rollout: frozenset[str] = frozenset()) -> None:
+                 per_rollout: frozenset[str] = frozenset(), model_families: frozenset[str] = frozenset()) -> None:
         self.pool = pool
+        self.model_families = model_families
+        """Families other than live whose variants the model writes (``proposer: model``: family code)."""
         self.per_rollout = per_rollout
         """Families whose train tasks stand for their knobs (each rollout its own instance): a
         candidate's difficulty moves with its knobs, and one instance's oracle plan is not asked to."""
@@ -86,6 +90,9 @@ class Adaptation:
             return
         if slot.HasField("pending"):
             return  # one pending candidate per slot; its own report decides first
+        if slot.family in self.model_families and self.writer is not None:
+            await self._write_problem(report, slot, direction)
+            return
         await self._propose(report, slot, direction)
 
     async def _live(self, report: TaskReport, slot) -> None:
@@ -156,6 +163,35 @@ class Adaptation:
                             f"model proposer ({self.writer.name}): {side} variant {digest[:12]}: "
                             f"{variant.prompt[:80]!r} -> {variant.reference!r}", acc_prev=report.acc)
 
+    async def _write_problem(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:
+        """Ask the model to rewrite a coding problem; refuse it (with the reason) unless it parses and its
+        reference passes every one of its own tests in the family's sandbox; else make it the slot's
+        pending candidate (its own rollouts then decide, as for any candidate)."""
+        assert self.writer is not None
+        await self._publish(report, _KIND.KIND_REQUESTED, direction, slot, None,
+                            f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
+        family = self.pool.family(slot.family)
+        failed = [a for b in report.bad_steps for a in b.actions]
+        try:
+            parent = await asyncio.to_thread(family.problem, spec_of(slot.family, slot.active))  # type: ignore[attr-defined]  # the code family
+            variant = await self.writer.write_code(parent, direction, report.acc, failed)
+            await asyncio.to_thread(check_code_variant, parent, variant, family.run_tests)  # type: ignore[attr-defined]  # runs in the sandbox
+        except (VariantError, InvalidArgumentError) as exc:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                f"model proposer ({self.writer.name}): {exc}", acc_prev=report.acc)
+            return
+        seed = family.add_written(variant)  # type: ignore[attr-defined]  # the code family
+        candidate = TaskVersion(knobs=dict(slot.active.knobs), seed=seed, oracle_plan_length=1,
+                                parent_version=slot.active.version, created_round=report.round,
+                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+                                metadata={"written_by": self.writer.name, **({RETRY_KEY: str(retry)} if retry else {})})
+        new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
+        side = "harder" if direction == DIRECTION_HARDER else "easier"
+        await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
+                            f"model proposer ({self.writer.name}): {side} problem, its reference passed its "
+                            f"{len(variant.tests)} tests in the sandbox: {variant.statement[:80]!r}",
+                            acc_prev=report.acc)
+
     async def _resolve(self, report: TaskReport, slot) -> None:
         if not slot.HasField("pending") or slot.pending.version != report.task.version:
             return  # already resolved (a redelivered report)
@@ -182,6 +218,9 @@ class Adaptation:
         again.CopyFrom(report)
         again.job_id, again.acc, again.is_candidate = f"{report.job_id}/retry", pending.parent_acc, False
         again.task.version = parent.active.version
+        if slot.family in self.model_families and self.writer is not None:
+            await self._write_problem(again, parent, pending.direction, retry=retries + 1)
+            return
         await self._propose(again, parent, pending.direction, retry=retries + 1)
 
     async def _propose(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:

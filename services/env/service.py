@@ -71,7 +71,8 @@ class EnvService(Service):
                                                                         self.cfg.adaptation.reseed_tries,
                                                                         self.cfg.adaptation.same_task_first,
                                                                         self.cfg.adaptation.same_task_knobs),
-                                     self.cfg.adaptation, self.live, writer, self.per_rollout)
+                                     self.cfg.adaptation, self.live, writer, self.per_rollout,
+                                     frozenset(f.type for f in self.cfg.families if f.proposer == "model"))
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 

@@ -110,3 +110,21 @@ def test_held_out_functions_are_never_trained_on():
     train = disjoint_specs(family, {"ops": 1.0}, 20, base=0, excluded=excluded)
     assert not {family.instance_key(s) for s in train} & excluded
     assert family._sandbox is None
+
+
+def test_a_rewritten_problem_s_reference_runs_only_in_the_sandbox(family, monkeypatch):
+    """The rewrite check runs the model-written reference through the family's sandbox runner: with the
+    runner made to fail, the check cannot pass."""
+    from services.env.code_variants import check_code_variant
+    from services.env.families.code_problems import CodeProblem
+
+    parent = family.problem(TaskSpec("code", {"ops": 1.0}, 3))
+    variant = CodeProblem("Print x + 1.", "print(int(input()) + 1)\n", (("1\n", "2\n"), ("5\n", "6\n")), "written")
+    check_code_variant(parent, variant, family.run_tests)  # the real sandbox: the reference passes
+
+    def refuse(self, jobs):
+        raise SandboxError("runner disabled by the test")
+
+    monkeypatch.setattr(Sandbox, "run_many", refuse)
+    with pytest.raises(SandboxError, match="runner disabled"):
+        check_code_variant(parent, variant, family.run_tests)
