@@ -39,7 +39,8 @@ from collections.abc import Sequence
 
 from services.common.algo.zscore import STD_EPS, zscore
 
-__all__ = ["KEEP_LOW", "KEEP_HIGH", "pass_fractions", "correct_programs", "program_rewards", "unit_tests_correct",
+__all__ = ["KEEP_LOW", "KEEP_HIGH", "pass_fractions", "correct_programs", "program_rewards", "program_rewards_of",
+           "unit_tests_correct",
            "raw_unit_test_rewards", "unit_test_rewards", "unit_test_accuracy", "pass_all_rate", "keep_task"]
 
 KEEP_LOW = 0.2
@@ -87,6 +88,19 @@ def program_rewards(gt_NT: Sequence[Sequence[bool]], eps: float = STD_EPS) -> li
         ValueError: as `pass_fractions`.
     """
     return zscore(pass_fractions(gt_NT), eps)
+
+
+def program_rewards_of(shares_N: Sequence[float], eps: float = STD_EPS) -> list[float]:
+    """R_n from the pass fractions themselves (what the env reports as a code episode's reward), z-scored
+    over the task's N programs.
+
+    Raises:
+        ValueError: a share outside [0, 1] (``shares_N`` names the field).
+    """
+    bad = [p for p in shares_N if not 0.0 <= p <= 1.0]
+    if bad:
+        raise ValueError(f"shares_N: pass fractions must be in [0, 1], got {bad[0]}")
+    return zscore(list(shares_N), eps)
 
 
 def unit_tests_correct(passes_NK: Sequence[Sequence[bool]], correct_N: Sequence[bool],

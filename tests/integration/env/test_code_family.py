@@ -60,6 +60,9 @@ def test_a_wrong_program_scores_the_share_of_tests_it_passes(family):
     ("an infinite loop", "while True:\n    pass\n", "timeout"),
     ("a 10 GB allocation", "x = bytearray(10 * 1024 ** 3)\n", "memory"),
     ("a syntax error", "print(\n", "crashed"),
+    ("a fork bomb", "import os\nwhile True:\n    os.fork()\n", None),
+    ("opening a socket", "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)\n", "crashed"),
+    ("os.kill of its parent", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint(0)\n", None),
 ])
 def test_hostile_and_cheating_programs_score_zero_and_the_family_goes_on(family, name, program, verdict):
     spec = TaskSpec("code", {"ops": 2.0, "examples": 3.0}, 9)
@@ -69,7 +72,7 @@ def test_hostile_and_cheating_programs_score_zero_and_the_family_goes_on(family,
         program = f"print({table!r}.get(int(input()), 0))\n"
     episode, result = answer(family, spec, program)
     assert result.reward == 0.0 and not result.won, name
-    assert f"First failure: {verdict}" in result.observation, result.observation
+    assert f"First failure: {verdict or ''}" in result.observation, result.observation
     _, after = answer(family, spec, family.problem(spec).reference)
     assert after.won  # the sandbox serves on
 

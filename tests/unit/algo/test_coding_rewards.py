@@ -94,3 +94,12 @@ def test_pass_all_rate_is_the_share_of_correct_programs():
 def test_bad_input_names_the_field(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_program_rewards_from_the_env_s_pass_shares_equal_those_from_the_test_matrix():
+    from services.common.algo.coding_rewards import program_rewards_of
+
+    gt = [[T, T, T, T], [T, T, F, F], [F, F, F, F], [T, F, F, F]]
+    assert program_rewards_of([1.0, 0.5, 0.0, 0.25]) == pytest.approx(program_rewards(gt))
+    with pytest.raises(ValueError, match=r"shares_N: pass fractions must be in \[0, 1\], got 1.5"):
+        program_rewards_of([0.5, 1.5])
