@@ -181,7 +181,7 @@ class Adaptation:
                                 f"model proposer ({self.writer.name}): {exc}", acc_prev=report.acc)
             return
         seed = family.add_written(variant)  # type: ignore[attr-defined]  # the code family
-        candidate = TaskVersion(knobs=dict(slot.active.knobs), seed=seed, oracle_plan_length=1,
+        candidate = TaskVersion(knobs=dict(slot.active.knobs), seed=seed, oracle_plan_length=slot.active.oracle_plan_length,
                                 parent_version=slot.active.version, created_round=report.round,
                                 parent_acc=report.acc, direction=direction, created_from_job=report.job_id,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                                 metadata={"written_by": self.writer.name, **({RETRY_KEY: str(retry)} if retry else {})})

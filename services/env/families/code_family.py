@@ -58,7 +58,7 @@ class CodeEpisode(Episode):
     def __init__(self, problem: CodeProblem, run_tests: TestRunner) -> None:
         self.problem = problem
         self.run_tests = run_tests
-        self.task_text = TASK_TEXT
+        self.task_text = f"{TASK_TEXT}\n{problem.statement}"  # a single-turn policy is shown the task text only
         self.observation = problem.statement
         self.admissible_actions = ()
         self.done = False
@@ -171,7 +171,13 @@ class CodeFamily(TaskFamily):
         return CodeEpisode(self.problem(spec), self.run_tests)
 
     def oracle_plan_length(self, spec: TaskSpec) -> int | None:
-        """1: every problem is solved by its reference (procedural: by construction; written: checked
-        when it was accepted, `code_variants.check_code_variant`)."""
+        """The chain's length, knob ``ops`` (the reference's number of operations), as the difficulty the
+        parametric proposer checks a variant by (harder: more operations). An answer is one step, so
+        there is no multi-step plan to measure; every problem is solvable by its reference
+        (procedural: by construction; written: checked when it was accepted, `code_variants`).
+
+        Raises:
+            InvalidArgumentError: bad knobs, or a written problem not loaded in this process.
+        """
         self.problem(spec)
-        return 1
+        return int(spec.knobs["ops"])

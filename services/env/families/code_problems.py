@@ -26,8 +26,7 @@ TESTS = 8
 """Ground-truth tests per procedural problem."""
 INPUT_RANGE = (-99, 99)
 """Inputs of examples and tests are drawn from this closed range."""
-TASK_TEXT = ("Write a Python 3 program that reads its input from standard input and prints its answer. "
-             "Reply with the program only.")
+TASK_TEXT = "Write a Python 3 program that reads its input from standard input and prints its answer."
 _ADD = range(1, 10)
 _MUL = range(2, 6)
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)

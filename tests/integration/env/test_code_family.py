@@ -40,7 +40,7 @@ def test_the_reference_passes_every_ground_truth_test_in_the_sandbox(family, see
     result = episode.step(f"Here is my program:\n```python\n{reference}```")
     assert (result.reward, result.won, result.terminated, result.oracle_plan_length) == (1.0, True, True, 0)
     assert result.observation == "Passed 8 of 8 tests."
-    assert family.oracle_plan_length(spec) == 1
+    assert family.oracle_plan_length(spec) == 3  # the chain's length: the proposer's difficulty
 
 
 def test_a_wrong_program_scores_the_share_of_tests_it_passes(family):
