@@ -38,6 +38,7 @@ from services.env.text_variants import TextTask, VariantError, check_variant
 __all__ = ["Adaptation", "POOL_DECISIONS"]
 
 if TYPE_CHECKING:
+    from services.env.code_tasks import CodeTasks
     from services.env.live_tasks import LiveTasks
     from services.env.model_proposer import ModelProposer
 
@@ -54,8 +55,11 @@ class Adaptation:
 
     def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig,
                  live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None,
-                 per_rollout: frozenset[str] = frozenset(), model_families: frozenset[str] = frozenset()) -> None:
+                 per_rollout: frozenset[str] = frozenset(), model_families: frozenset[str] = frozenset(),
+                 code_tasks: "CodeTasks | None" = None) -> None:
         self.pool = pool
+        self.code_tasks = code_tasks
+        """Where written coding problems are stored (the KV bucket and the code family's mirror)."""
         self.model_families = model_families
         """Families other than live whose variants the model writes (``proposer: model``: family code)."""
         self.per_rollout = per_rollout
@@ -180,7 +184,8 @@ class Adaptation:
             await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
                                 f"model proposer ({self.writer.name}): {exc}", acc_prev=report.acc)
             return
-        seed = family.add_written(variant)  # type: ignore[attr-defined]  # the code family
+        seed = (await self.code_tasks.store(variant) if self.code_tasks is not None
+                else family.add_written(variant))  # type: ignore[attr-defined]  # the code family
         candidate = TaskVersion(knobs=dict(slot.active.knobs), seed=seed, oracle_plan_length=slot.active.oracle_plan_length,
                                 parent_version=slot.active.version, created_round=report.round,
                                 parent_acc=report.acc, direction=direction, created_from_job=report.job_id,  # type: ignore[arg-type]  # protobuf enum fields take their int values

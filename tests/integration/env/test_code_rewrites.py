@@ -1,13 +1,15 @@
 """The environment model rewriting coding problems, through the env service as a real process: an
 OpenAI-compatible server (scripted) answers; broken JSON, a reference that loops forever and a
 reference that fails its own test are refused with their reasons on rla.env.pool (the reference ran
-in the sandbox), a valid rewrite becomes the pending candidate, plays, and its own rollouts admit it."""
+in the sandbox), a valid rewrite becomes the pending candidate, is still playable after the env
+restarts (stored in the bucket code_problems), and its own rollouts admit it."""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -41,6 +43,16 @@ SCRIPT = [
 ]
 
 
+def code_tasks(env: env_pb2_grpc.EnvironmentStub, count: int, timeout_s: float = 20.0) -> list[env_pb2.TaskInfo]:
+    """The code family's tasks once there are ``count`` (or the timeout passed)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        tasks = list(env.ListTasks(env_pb2.ListTasksRequest(family="code")).tasks)
+        if len(tasks) >= count or time.monotonic() > deadline:
+            return tasks
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def scripted() -> Iterator[ScriptedModel]:
     server = ScriptedModel(SCRIPT)
@@ -54,7 +66,7 @@ async def test_a_rewritten_problem_is_accepted_only_when_its_reference_passes_it
     url = f"http://127.0.0.1:{scripted.server_address[1]}/v1"
     svc = spawn_service("env", CONFIG.format(cache=tmp_path / "cache", url=url, model="scripted"))
     env = env_pb2_grpc.EnvironmentStub(grpc.insecure_channel(svc.address))
-    (task,) = env.ListTasks(env_pb2.ListTasksRequest(family="code")).tasks
+    (task,) = code_tasks(env, 1)  # the pool is seeded after the service reports SERVING
     for n in range(4):  # too easy (acc 1) four times: each report asks the model for a harder problem
         await bus.publish(Subjects.CRITIC_TASK, report(task.ref, 1.0, f"r{n}/easy", False, ("print(0)",)),
                           msg_id=f"r{n}/easy")
@@ -71,6 +83,9 @@ async def test_a_rewritten_problem_is_accepted_only_when_its_reference_passes_it
     assert "'print(0)'" in shown and "HARDER" in shown
 
     pending = evs[-1].candidate
+    svc.stop()  # the written problem is in the bucket code_problems: a restarted env serves it
+    svc.start()
+    env = env_pb2_grpc.EnvironmentStub(grpc.insecure_channel(svc.address))
     reset = env.Reset(env_pb2.ResetRequest(task=pending, seed=0))
     assert reset.single_turn and reset.observation == STATEMENT
     win = env.Step(env_pb2.StepRequest(session_id=reset.session_id, action="```python\nprint(int(input())*3+2)\n```"))
@@ -81,5 +96,5 @@ async def test_a_rewritten_problem_is_accepted_only_when_its_reference_passes_it
     await bus.publish(Subjects.CRITIC_TASK, report(pending, 0.5, "r9/cand", True), msg_id="r9/cand")
     decided = (await events(bus, Subjects.ENV_POOL, "REPORTS", 9, TaskPoolEvent))[-1]
     assert kinds([decided]) == ["ACCEPTED"]
-    (now,) = env.ListTasks(env_pb2.ListTasksRequest(family="code")).tasks
+    (now,) = code_tasks(env, 1)
     assert now.ref.version == pending.version and now.metadata["written_by"] == "model:scripted"

@@ -70,3 +70,14 @@ def test_a_rewrite_is_accepted_only_when_its_reference_passes_every_own_test():
     again = parse_code_variant(json.dumps({**VALID, "statement": PARENT.statement}))
     with pytest.raises(VariantError, match="its parent problem again"):
         check_code_variant(PARENT, again, fake_runner(good))
+
+
+def test_a_written_problem_round_trips_through_its_bucket_entry_with_the_same_seed():
+    from services.env.code_tasks import problem_json, problem_of_json
+    from services.env.families.code_family import WRITTEN_BIT, written_seed
+
+    variant = parse_code_variant(json.dumps(VALID))
+    again = problem_of_json(problem_json(variant))
+    assert again == variant and written_seed(again) == written_seed(variant) >= WRITTEN_BIT
+    with pytest.raises(ValueError, match="not a stored problem"):
+        problem_of_json(b'{"statement": "x"}')
