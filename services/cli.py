@@ -142,7 +142,7 @@ def sft(
                       f"{len(run_config.env.families)} entries")
         raise typer.Exit(2) from None
     pcfg = run_config.policy
-    family = build_family(fam_cfg, run_config.env.cache_dir)
+    family = build_family(fam_cfg, run_config.env.cache_dir, run_config.env.sandbox)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task(f"SFT on {fam_cfg.type}: evaluating before", total=pcfg.sft.steps)
