@@ -80,7 +80,8 @@ class CodeEpisode(Episode):
         share = sum(self.passed) / len(self.passed)
         won = all(self.passed)
         failed = next((r for r, ok in zip(results, self.passed, strict=True) if not ok), None)
-        why = "" if failed is None else f" First failure: {failed.verdict.value} ({failed.detail})."
+        why = ("" if failed is None else " First failure: wrong output." if failed.ok  # inputs stay hidden
+               else f" First failure: {failed.verdict.value} ({failed.detail}).")
         self.observation = f"Passed {sum(self.passed)} of {len(self.passed)} tests.{why}"
         return StepResult(self.observation, (), share, True, won, 0 if won else None)
 
