@@ -14,10 +14,10 @@ statements that compute the same function are the same instance (`function_key`)
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 
 from services.common.errors import InvalidArgumentError
+from services.common.unit_tests import extract_program
 
 __all__ = ["Step", "CodeProblem", "TESTS", "INPUT_RANGE", "TASK_TEXT", "draw_steps", "apply_steps", "render_steps",
            "reference_program", "function_key", "make_problem", "extract_program"]
@@ -29,7 +29,6 @@ INPUT_RANGE = (-99, 99)
 TASK_TEXT = "Write a Python 3 program that reads its input from standard input and prints its answer."
 _ADD = range(1, 10)
 _MUL = range(2, 6)
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -115,10 +114,3 @@ def make_problem(ops: int, examples: int, seed: int) -> CodeProblem:
                  f"applied to x: {render_steps(steps)}." + (f"\nExamples:{shown}" if shown else ""))
     tests = tuple((f"{x}\n", f"{apply_steps(steps, x)}\n") for x in inputs[examples:])
     return CodeProblem(statement, reference_program(steps), tests, function_key(steps))
-
-
-def extract_program(action: str) -> str:
-    """The program in a policy's answer: the first fenced code block (```python ... ```, the closing
-    fence may be missing when the answer was cut), else the whole answer."""
-    match = _FENCE.search(action)
-    return match.group(1) if match else action
