@@ -40,6 +40,7 @@ from services.common.algo.task_acc import count_wins
 from services.common.algo.variant_gate import variant_verdict
 from services.common.config import CriticServiceConfig
 from services.critic.round_stats import LABEL_SIGN, judge_stats
+from services.critic.unit_test_eval import generated_tests, unit_test_samples
 
 __all__ = ["GroupOutputs", "evaluate_group", "trains_models", "ZERO_ADVANTAGE"]
 
@@ -152,7 +153,8 @@ def _bad_steps(recs: Sequence[JudgedTrajectory]) -> list[BadSteps]:
 
 
 def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig, *, partial: bool,
-                   latest_policy_version: int | None = None) -> GroupOutputs:
+                   latest_policy_version: int | None = None,
+                   unit_test_passes: Sequence[Sequence[bool]] | None = None) -> GroupOutputs:
     """Compute the outputs of one job's group from its judged trajectories.
 
     Args:
@@ -160,6 +162,9 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
         cfg: λ, bands, lone-rollout rule and invalid-vote penalty.
         partial: the group closed on timeout with fewer than G rollouts.
         latest_policy_version: newest announced policy version, for the staleness metric.
+        unit_test_passes: a code group whose votes are generated unit tests (``critic.unit_tests``):
+            program n (records by rollout index) passes the k-th parseable test
+            (`unit_test_eval.score_tests`); the RM samples are then the tests' CURE rewards.
 
     Raises:
         ValueError: ``records`` is empty.
@@ -190,7 +195,14 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
         stats["sum/advantage_signed"] = signed
         stats["sum/advantage_labelled"] = labelled
     in_band = in_rm_band(acc, cfg.rm_band_low, cfg.rm_band_high)
-    reward_samples = _reward_samples(recs, cfg) if trains and in_band else []
+    if unit_test_passes is not None:  # the RM wrote tests: CURE's test rewards, the code keep rule
+        tests = generated_tests(recs)
+        test_samples, test_stats = unit_test_samples(recs, tests, unit_test_passes, cfg.invalid_vote_penalty)
+        stats.update(test_stats)
+        in_band = keep_task(acc, cfg.code_keep_low, cfg.code_keep_high)
+        reward_samples = test_samples if trains and in_band else []
+    else:
+        reward_samples = _reward_samples(recs, cfg) if trains and in_band else []
     if trains and not first.is_candidate:  # the in-band share measures the drawn tasks (the pool)
         stats["sum/train_groups"] = 1.0
         stats["sum/train_in_band"] = float(in_band)
