@@ -317,11 +317,16 @@ def contract_policy(
 
 
 @contract_app.command("reward")
-def contract_reward(address: AddressArg, timeout_s: TimeoutOpt = 120.0) -> None:
+def contract_reward(
+    address: AddressArg,
+    timeout_s: TimeoutOpt = 120.0,
+    kind: Annotated[str, typer.Option(help="What the reward model writes (reward.kind): step_judge or "
+                                           "unit_tests.")] = "step_judge",
+) -> None:
     """Run the RewardModel contract's clauses against ADDRESS; exit 1 if any fails."""
     from services.contract.reward_contract import check_reward_model
 
-    _print_clauses(check_reward_model(address, timeout_s), address)
+    _print_clauses(check_reward_model(address, timeout_s, kind), address)
 
 
 @contract_app.command("critic")
