@@ -142,7 +142,7 @@ def sft(
                       f"{len(run_config.env.families)} entries")
         raise typer.Exit(2) from None
     pcfg = run_config.policy
-    family = build_family(fam_cfg, run_config.env.cache_dir)
+    family = build_family(fam_cfg, run_config.env.cache_dir, run_config.env.sandbox)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task(f"SFT on {fam_cfg.type}: evaluating before", total=pcfg.sft.steps)
@@ -336,11 +336,16 @@ def contract_policy(
 
 
 @contract_app.command("reward")
-def contract_reward(address: AddressArg, timeout_s: TimeoutOpt = 120.0) -> None:
+def contract_reward(
+    address: AddressArg,
+    timeout_s: TimeoutOpt = 120.0,
+    kind: Annotated[str, typer.Option(help="What the reward model writes (reward.kind): step_judge or "
+                                           "unit_tests.")] = "step_judge",
+) -> None:
     """Run the RewardModel contract's clauses against ADDRESS; exit 1 if any fails."""
     from services.contract.reward_contract import check_reward_model
 
-    _print_clauses(check_reward_model(address, timeout_s), address)
+    _print_clauses(check_reward_model(address, timeout_s, kind), address)
 
 
 @contract_app.command("critic")

@@ -397,6 +397,9 @@ class Buckets:
     LIVE_TASKS = BucketSpec(
         "live_tasks", "", "LiveTaskCandidate", "env: env/live_tasks.py:LiveTasks",
         "admitted real failures by content hash (a live family only)")
+    CODE_PROBLEMS = BucketSpec(
+        "code_problems", "", "JSON: statement, reference, tests", "env: env/code_tasks.py:CodeTasks",
+        "model-written coding problems by task seed (a code family with proposer model only)")
     CRITIC_GROUPS = BucketSpec(
         "{groups_bucket}", "critic.groups_bucket", "JudgedTrajectory", "critic: critic/store.py:GroupStore",
         "the rollouts of open groups")

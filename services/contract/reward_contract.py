@@ -4,8 +4,10 @@
    votes when the request asks for m (the same count for every step when it asks for the
    service's default), and a model version ≥ 0.
 2. Every vote's value is +1, −1 or 0 and agrees with its text (strict last-``\\boxed{}``
-   parsing, `services.reward.votes.parse_vote`); ``mean_vote`` is the mean of the values
-   (invalid votes count 0); token ids and behaviour log-probs have equal lengths when present.
+   parsing, `services.reward.votes.parse_vote`; for a unit-test writer, ``kind="unit_tests"``: +1
+   when the text holds a test, `services.common.unit_tests.parse_unit_test`, else 0); ``mean_vote``
+   is the mean of the values (invalid votes count 0); token ids and behaviour log-probs have equal
+   lengths when present.
 3. Malformed requests are INVALID_ARGUMENT: no steps, votes outside 0..32, a negative
    temperature, a step with an empty prompt.
 """
@@ -18,6 +20,7 @@ import grpc
 from rlanything.v1 import reward_pb2, reward_pb2_grpc
 from rlanything.v1.events_pb2 import STEP_LABEL_BAD, STEP_LABEL_GOOD
 
+from services.common.unit_tests import parse_unit_test
 from services.contract.clauses import ClauseFailed, Result, call, refused, run_clauses, show
 from services.reward.votes import parse_vote
 
@@ -35,6 +38,12 @@ STEPS = [reward_pb2.StepToJudge(step_id="c/0", task_text="Reach G.", prompt=_PRO
 class _Run:
     stub: reward_pb2_grpc.RewardModelStub
     timeout_s: float
+    kind: str = "step_judge"
+
+
+def _value_of(kind: str, text: str) -> int:
+    """What a vote's value must be for its text: the verdict, or (a unit-test writer) 1 for a test."""
+    return (1 if parse_unit_test(text) is not None else 0) if kind == "unit_tests" else parse_vote(text)
 
 
 def _judge(run: _Run, votes: int) -> tuple[reward_pb2.JudgeStepsRequest, reward_pb2.JudgeStepsResponse]:
@@ -60,8 +69,10 @@ def votes_agree_with_their_text(run: _Run) -> None:
     for j in response.judgements:
         values = [v.value for v in j.votes]
         for v in j.votes:
-            if v.value not in (-1, 0, 1) or parse_vote(v.response) != v.value:
+            if v.value not in (-1, 0, 1) or _value_of(run.kind, v.response) != v.value:
                 raise ClauseFailed(show(request), f"step {j.step_index}: value {v.value} for text {v.response!r}",
+                                   "1 when the text's last \\boxed{} is a test INPUT => OUTPUT, else 0"
+                                   if run.kind == "unit_tests" else
                                    "a value in {+1, -1, 0} that is the text's last \\boxed{} vote")
             if v.behaviour_logprobs and len(v.behaviour_logprobs) != len(v.response_token_ids):
                 raise ClauseFailed(show(request), f"step {j.step_index}: {len(v.response_token_ids)} token ids, "
@@ -89,7 +100,14 @@ CLAUSES = [
 ]
 
 
-def check_reward_model(address: str, timeout_s: float = 120.0) -> list[Result]:
-    """Run every clause against the RewardModel server at ``address`` (host:port), in order."""
+def check_reward_model(address: str, timeout_s: float = 120.0, kind: str = "step_judge") -> list[Result]:
+    """Run every clause against the RewardModel server at ``address`` (host:port), in order; ``kind``
+    is what it writes (``reward.kind``: step_judge or unit_tests).
+
+    Raises:
+        ValueError: an unknown ``kind``.
+    """
+    if kind not in ("step_judge", "unit_tests"):
+        raise ValueError(f"kind must be step_judge or unit_tests, got {kind!r}")
     with grpc.insecure_channel(address) as channel:
-        return run_clauses(CLAUSES, _Run(reward_pb2_grpc.RewardModelStub(channel), timeout_s))
+        return run_clauses(CLAUSES, _Run(reward_pb2_grpc.RewardModelStub(channel), timeout_s, kind))

@@ -5,7 +5,9 @@ the formulas of `services.common.algo` (arXiv 2602.02488):
 
 * the task report: acc, wins, direction, and the bad steps of every failed rollout (loop 3);
 * the policy batch: per-step-index z-scored advantages of r = O + λ·S̄, non-zero ones only, for
-  tasks in the policy band (loop 1);
+  tasks in the policy band (loop 1); for family ``code`` (``critic.code_rewards``) CURE's program
+  reward instead (share of ground-truth tests passed, z-scored in the group, arXiv 2506.03136) for
+  tasks whose pass-all rate is in [code_keep_low, code_keep_high] (`algo.coding_rewards`);
 * the RM batch: z-scored consistency rewards of every vote of every judged step, non-zero ones
   only, for tasks in the RM band [0.2, 0.8] (loop 2);
 * the group's round statistics (see `round_stats`).
@@ -27,6 +29,7 @@ from rlanything.v1.events_pb2 import (BadSteps, CandidateCheck, JudgedTrajectory
                                       RewardSampleBatch, TaskReport, TrainingSample)
 
 from services.common.algo.bad_steps import bad_step_indices
+from services.common.algo.coding_rewards import keep_task, program_rewards_of
 from services.common.algo.consistency_reward import consistency_rewards
 from services.common.algo.direction import direction_for
 from services.common.algo.integrated_reward import mean_vote, step_rewards
@@ -38,6 +41,7 @@ from services.common.algo.variant_gate import variant_verdict
 from services.common.config import CriticServiceConfig
 from services.common.rounds import batch_id, sample_id
 from services.critic.round_stats import LABEL_SIGN, judge_stats
+from services.critic.unit_test_eval import generated_tests, unit_test_samples
 
 __all__ = ["GroupOutputs", "evaluate_group", "trains_models", "ZERO_ADVANTAGE"]
 
@@ -99,6 +103,25 @@ def _policy_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     return samples, zero, (signed, labelled)
 
 
+def _program_samples(recs: Sequence[JudgedTrajectory]) -> tuple[list[TrainingSample], int]:
+    """Family code: one sample per program (its answer step), advantage = CURE's program reward, the
+    share of ground-truth tests passed (the step's env reward) z-scored over the group; and the count
+    of zero-advantage programs."""
+    answered = [r.trajectory for r in recs if r.trajectory.steps]
+    rewards_N = program_rewards_of([min(1.0, max(0.0, t.steps[-1].env_reward)) for t in answered])
+    samples, zero = [], 0
+    for t, a in zip(answered, rewards_N):
+        step = t.steps[-1]
+        if abs(a) <= ZERO_ADVANTAGE:
+            zero += 1
+            continue
+        samples.append(TrainingSample(sample_id=f"{t.trajectory_id}/{step.index}", prompt_token_ids=step.prompt_token_ids,
+                                      response_token_ids=step.response_token_ids,
+                                      behaviour_logprobs=step.behaviour_logprobs, advantage=a,
+                                      model_version=step.served_version or t.policy_version))
+    return samples, zero
+
+
 def _reward_samples(recs: Sequence[JudgedTrajectory], cfg: CriticServiceConfig) -> list[TrainingSample]:
     samples = []
     for rec in recs:
@@ -131,7 +154,8 @@ def _bad_steps(recs: Sequence[JudgedTrajectory]) -> list[BadSteps]:
 
 
 def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig, *, partial: bool,
-                   latest_policy_version: int | None = None) -> GroupOutputs:
+                   latest_policy_version: int | None = None,
+                   unit_test_passes: Sequence[Sequence[bool]] | None = None) -> GroupOutputs:
     """Compute the outputs of one job's group from its judged trajectories.
 
     Args:
@@ -139,6 +163,9 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
         cfg: λ, bands, lone-rollout rule and invalid-vote penalty.
         partial: the group closed on timeout with fewer than G rollouts.
         latest_policy_version: newest announced policy version, for the staleness metric.
+        unit_test_passes: a code group whose votes are generated unit tests (``critic.unit_tests``):
+            program n (records by rollout index) passes the k-th parseable test
+            (`unit_test_eval.score_tests`); the RM samples are then the tests' CURE rewards.
 
     Raises:
         ValueError: ``records`` is empty.
@@ -157,14 +184,26 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     trains = trains_models(report, cfg.candidate_samples, check)
     stats = judge_stats(recs)
     policy_samples: list[TrainingSample] = []
-    if trains and (not cfg.policy_band or in_policy_band(acc, first.group_size)):
+    if trains and cfg.code_rewards and first.task.family == "code":  # CURE: program reward, keep rule
+        if keep_task(acc, cfg.code_keep_low, cfg.code_keep_high):  # acc = pass-all rate (won = every test passed)
+            policy_samples, zero = _program_samples(recs)
+            stats["sum/policy_steps"] = float(len(policy_samples) + zero)
+            stats["sum/policy_steps_zero"] = float(zero)
+    elif trains and (not cfg.policy_band or in_policy_band(acc, first.group_size)):
         policy_samples, zero, (signed, labelled) = _policy_samples(recs, cfg)
         stats["sum/policy_steps"] = float(len(policy_samples) + zero)
         stats["sum/policy_steps_zero"] = float(zero)
         stats["sum/advantage_signed"] = signed
         stats["sum/advantage_labelled"] = labelled
     in_band = in_rm_band(acc, cfg.rm_band_low, cfg.rm_band_high)
-    reward_samples = _reward_samples(recs, cfg) if trains and in_band else []
+    if unit_test_passes is not None:  # the RM wrote tests: CURE's test rewards, the code keep rule
+        tests = generated_tests(recs)
+        test_samples, test_stats = unit_test_samples(recs, tests, unit_test_passes, cfg.invalid_vote_penalty)
+        stats.update(test_stats)
+        in_band = keep_task(acc, cfg.code_keep_low, cfg.code_keep_high)
+        reward_samples = test_samples if trains and in_band else []
+    else:
+        reward_samples = _reward_samples(recs, cfg) if trains and in_band else []
     if trains and not first.is_candidate:  # the in-band share measures the drawn tasks (the pool)
         stats["sum/train_groups"] = 1.0
         stats["sum/train_in_band"] = float(in_band)

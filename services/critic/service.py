@@ -26,9 +26,11 @@ from services.common.bus import CONNECTION_ERRORS, Consumer, Delivery, EventBus
 from services.common.kv import open_bucket
 from services.common.config import CriticServiceConfig, RunConfig
 from services.common.runtime import Service
+from services.common.sandbox import Sandbox
 from services.common.streams import Subjects
 from services.common.topology import Consumers
 from services.critic.group_eval import evaluate_group
+from services.critic.unit_test_eval import score_tests
 from services.critic.grpc_service import SERVICE_NAME, CriticServicer
 from services.critic.ledger import Ledger
 from services.critic.live import LiveCritic
@@ -57,6 +59,8 @@ class CriticService(Service):
         self.sweep_period_s = min(1.0, self.cfg.group_timeout_s / 4)
         """Derived: how often open groups are checked for the partial timeout."""
         self._lock = asyncio.Lock()  # one group change at a time (consumer vs timeout sweep)
+        self.sandbox: Sandbox | None = Sandbox(self.cfg.sandbox) if self.cfg.unit_tests else None
+        """Runs the programs on the generated unit tests (critic.unit_tests); no isolation, no service."""
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
@@ -122,8 +126,30 @@ class CriticService(Service):
                 GROUPS_OPEN.set(len(self.open))
             TRAJECTORIES.labels("repeated" if t.rollout_index in group.records else "stored").inc()
             group.records[int(t.rollout_index)] = judged
-            if group.is_complete():
+            complete = group.is_complete()
+            if complete and not self._tested(group):
                 await self._close(group, partial=False)
+                return
+        if complete:  # the group's programs run on its generated tests outside the lock: other groups go on
+            passes = await self._score(group)
+            async with self._lock:
+                if self.open.get(group.job_id) is group:  # not closed meanwhile (the timeout sweep)
+                    await self._close(group, partial=False, unit_test_passes=passes)
+
+    def _tested(self, group: OpenGroup) -> bool:
+        """Does this group's RM write unit tests that the critic runs (a code task, critic.unit_tests)?"""
+        return self.sandbox is not None and group.first.trajectory.task.family == "code"
+
+    async def _score(self, group: OpenGroup) -> list[list[bool]]:
+        """passes_NK of the group's programs on its generated tests (`unit_test_eval.score_tests`)."""
+        assert self.sandbox is not None
+        recs = sorted(group.records.values(), key=lambda r: r.trajectory.rollout_index)
+        start = time.perf_counter()
+        passes = await score_tests(self.sandbox, recs)
+        self.log.info("unit tests scored", extra={"job_id": group.job_id, "programs": len(passes),
+                                                  "tests": len(passes[0]) if passes else 0,
+                                                  "seconds": round(time.perf_counter() - start, 3)})
+        return passes
 
     async def _on_policy_version(self, event: ModelVersion, delivery: Delivery) -> None:
         """Consumer handler for `rla.models.policy`: remember the newest version (staleness metric)."""
@@ -132,10 +158,13 @@ class CriticService(Service):
             self.latest_policy_version = int(event.version)
             self.live.latest_policy_version = int(event.version)
 
-    async def _close(self, group: OpenGroup, partial: bool) -> None:
-        """Publish a group's outputs, store its report, update its round, delete its keys."""
+    async def _close(self, group: OpenGroup, partial: bool, unit_test_passes: list[list[bool]] | None = None) -> None:
+        """Publish a group's outputs, store its report, update its round, delete its keys (a group whose
+        generated tests were not scored yet, partial or reloaded after a restart, is scored here)."""
+        if unit_test_passes is None and self._tested(group):
+            unit_test_passes = await self._score(group)
         out = evaluate_group(list(group.records.values()), self.cfg, partial=partial,
-                             latest_policy_version=self.latest_policy_version)
+                             latest_policy_version=self.latest_policy_version, unit_test_passes=unit_test_passes)
         report = out.report
         await self.bus.publish(Subjects.SAMPLES_POLICY, out.policy, msg_id=out.policy.batch_id)
         await self.bus.publish(Subjects.SAMPLES_REWARD, out.reward, msg_id=out.reward.batch_id)
@@ -176,3 +205,7 @@ class CriticService(Service):
                 self.log.warning("timeout sweep failed", extra={"failures": failures, "error": repr(exc)})
                 if failures >= _TIMEOUT_FAILURES_BUDGET:
                     raise
+
+    async def on_stop(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()

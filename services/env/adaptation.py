@@ -4,10 +4,11 @@ What a report does is decided by `services.env.decisions.decide` (pure, table-te
 reads the slot and the facts the decision needs, and applies the `Decision` (pool writes, proposals,
 events).
 
-Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``) get
-their variants from a `ModelProposer` instead of a knob move: the model's JSON must parse, build and
-pass the family's verifier before the candidate is pending; the acceptance rule then decides as
-for any candidate.
+Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``; family
+``code``) get their variants from a `ModelProposer` instead of a knob move: the model's JSON must
+parse, build and pass the family's verifier (code: the rewritten problem's reference passes its own
+tests in the sandbox) before the candidate is pending; the acceptance rule then decides as for any
+candidate.
 
 Every decision is published on `rla.env.pool` as a `TaskPoolEvent` with its reason and counted
 in Prometheus. Handlers are idempotent: a redelivered report finds its effect already in the
@@ -32,6 +33,7 @@ from services.common.streams import Subjects
 from services.env.acceptance import VariantGate
 from services.env.decisions import (LIVE, RETRY_KEY, Action, Decision, Facts, check_report, decide, needs_clash,
                                     plan_moves, retry_report, undeployable_reason)
+from services.env.code_variants import check_code_variant
 from services.env.disjoint import eval_clash
 from services.env.pool import TaskPool, spec_of
 from services.env.proposer import Proposer
@@ -41,6 +43,7 @@ from services.env.text_variants import TextTask, VariantError, check_variant
 __all__ = ["Adaptation", "POOL_DECISIONS", "RETRY_KEY", "decide"]
 
 if TYPE_CHECKING:
+    from services.env.code_tasks import CodeTasks
     from services.env.live_tasks import LiveTasks
     from services.env.model_proposer import ModelProposer
 
@@ -55,8 +58,13 @@ class Adaptation:
 
     def __init__(self, pool: TaskPool, bus: EventBus, proposer: Proposer, cfg: AdaptationConfig,
                  live: "LiveTasks | None" = None, writer: "ModelProposer | None" = None,
-                 per_rollout: frozenset[str] = frozenset()) -> None:
+                 per_rollout: frozenset[str] = frozenset(), model_families: frozenset[str] = frozenset(),
+                 code_tasks: "CodeTasks | None" = None) -> None:
         self.pool = pool
+        self.code_tasks = code_tasks
+        """Where written coding problems are stored (the KV bucket and the code family's mirror)."""
+        self.model_families = model_families
+        """Families other than live whose variants the model writes (``proposer: model``: family code)."""
         self.per_rollout = per_rollout
         """Families whose train tasks stand for their knobs (each rollout its own instance): a
         candidate's difficulty moves with its knobs, and one instance's oracle plan is not asked to."""
@@ -83,7 +91,7 @@ class Adaptation:
         else:  # RECORD, PROPOSE, WRITE: the active version's own rollouts
             await self.pool.record_acc(slot.slot_id, report.acc, report.round)
             if action is Action.PROPOSE:
-                await self._propose(report, slot, decision.direction)
+                await self._variant(report, slot, decision.direction)
             elif action is Action.WRITE:
                 await self._write_variant(report, slot, decision.direction)
 
@@ -151,6 +159,44 @@ class Adaptation:
                             f"model proposer ({self.writer.name}): {side} variant {digest[:12]}: "
                             f"{variant.prompt[:80]!r} -> {variant.reference!r}", acc_prev=report.acc)
 
+    async def _variant(self, report: TaskReport, slot: TaskSlot, direction: int, retry: int = 0) -> None:
+        """A variant of ``slot``'s active task: written by the model for its families (``code``), else a
+        knob move (`_propose`)."""
+        if slot.family in self.model_families and self.writer is not None:
+            await self._write_problem(report, slot, direction, retry)
+        else:
+            await self._propose(report, slot, direction, retry)
+
+    async def _write_problem(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:
+        """Ask the model to rewrite a coding problem; refuse it (with the reason) unless it parses and its
+        reference passes every one of its own tests in the family's sandbox; else make it the slot's
+        pending candidate (its own rollouts then decide, as for any candidate)."""
+        assert self.writer is not None
+        await self._publish(report, _KIND.KIND_REQUESTED, direction, slot, None,
+                            f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
+        family = self.pool.family(slot.family)
+        failed = [a for b in report.bad_steps for a in b.actions]
+        try:
+            parent = await asyncio.to_thread(family.problem, spec_of(slot.family, slot.active))  # type: ignore[attr-defined]  # the code family
+            variant = await self.writer.write_code(parent, direction, report.acc, failed)
+            await asyncio.to_thread(check_code_variant, parent, variant, family.run_tests)  # type: ignore[attr-defined]  # runs in the sandbox
+        except (VariantError, InvalidArgumentError) as exc:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                f"model proposer ({self.writer.name}): {exc}", acc_prev=report.acc)
+            return
+        seed = (await self.code_tasks.store(variant) if self.code_tasks is not None
+                else family.add_written(variant))  # type: ignore[attr-defined]  # the code family
+        candidate = TaskVersion(knobs=dict(slot.active.knobs), seed=seed, oracle_plan_length=slot.active.oracle_plan_length,
+                                parent_version=slot.active.version, created_round=report.round,
+                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+                                metadata={"written_by": self.writer.name, **({RETRY_KEY: str(retry)} if retry else {})})
+        new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
+        side = "harder" if direction == DIRECTION_HARDER else "easier"
+        await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
+                            f"model proposer ({self.writer.name}): {side} problem, its reference passed its "
+                            f"{len(variant.tests)} tests in the sandbox: {variant.statement[:80]!r}",
+                            acc_prev=report.acc)
+
     async def _resolve(self, report: TaskReport, slot: TaskSlot, decision: Decision) -> None:
         """Accept or reject the slot's pending candidate; a rejected one may be retried at once."""
         pending = slot.pending
@@ -167,7 +213,7 @@ class Adaptation:
         parent = await self.pool.slot(slot.slot_id)
         again = retry_report(report, pending, parent)
         if again is not None:
-            await self._propose(again, parent, pending.direction, retry=decision.retry)
+            await self._variant(again, parent, pending.direction, retry=decision.retry)
 
     async def _propose(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:
         """Request and propose a variant of ``slot``'s active task; ``retry`` counts the proposals

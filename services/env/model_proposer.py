@@ -1,6 +1,6 @@
 """The model proposer's I/O shell: asks an OpenAI-compatible chat-completions server (the policy's
-own /v1 endpoint, vLLM, any hosted model) to write a variant of a text task; the request, parsing
-and checks are pure (`services.env.text_variants`)."""
+own /v1 endpoint, vLLM, any hosted model) to write a variant of a text task or a rewrite of a coding
+problem; the requests and parsing are pure (`services.env.text_variants`, `services.env.code_variants`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import openai
 
 from services.common.config.env import ModelProposerConfig
+from services.env.code_variants import code_variant_messages, parse_code_variant
+from services.env.families.code_problems import CodeProblem
 from services.env.text_variants import TextTask, VariantError, parse_variant, variant_messages
 
 __all__ = ["ModelProposer"]
@@ -37,6 +39,20 @@ class ModelProposer:
                 message is the reason recorded on ``rla.env.pool``).
         """
         messages = variant_messages(parent, direction, acc, list(failed_answers)[: self.cfg.max_failed_answers])
+        return parse_variant(await self._ask(messages))
+
+    async def write_code(self, parent: CodeProblem, direction: int, acc: float,
+                         failed_answers: Sequence[str] = ()) -> CodeProblem:
+        """The model's rewrite of a coding problem (not yet checked: `code_variants.check_code_variant`).
+
+        Raises:
+            VariantError: the server failed or refused, or its answer is no valid problem.
+        """
+        messages = code_variant_messages(parent, direction, acc, list(failed_answers)[: self.cfg.max_failed_answers])
+        return parse_code_variant(await self._ask(messages))
+
+    async def _ask(self, messages: list[dict[str, str]]) -> str:
+        """The model's answer text to ``messages``. Raises VariantError when the server fails."""
         try:
             response = await self.client.chat.completions.create(
                 model=self.cfg.model, messages=messages,  # type: ignore[arg-type]  # plain role/content dicts
@@ -45,4 +61,4 @@ class ModelProposer:
             raise VariantError(f"the model at {self.cfg.base_url} failed: {type(exc).__name__}: {exc}") from None
         if not response.choices:
             raise VariantError(f"the model at {self.cfg.base_url} returned no choice")
-        return parse_variant(response.choices[0].message.content or "")
+        return response.choices[0].message.content or ""

@@ -17,8 +17,10 @@ from services.common.kv import ProtoBucket, open_bucket
 from services.common.runtime import Service
 from services.common.topology import Buckets, Consumers
 from services.env.adaptation import Adaptation
+from services.env.code_tasks import CodeTasks
 from services.env.decisions import check_report
 from services.env.families.base import TaskFamily
+from services.env.families.code_family import CodeFamily
 from services.env.families.registry import build_family
 from services.env.families.live import LiveFamily
 from services.env.held_reports import HeldReports
@@ -43,7 +45,10 @@ class EnvService(Service):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.cfg: EnvServiceConfig = config.env
-        self.families: dict[str, TaskFamily] = {f.type: build_family(f, self.cfg.cache_dir) for f in self.cfg.families}
+        self.families: dict[str, TaskFamily] = {f.type: build_family(f, self.cfg.cache_dir, self.cfg.sandbox)
+                                                 for f in self.cfg.families}
+        for family in self.families.values():  # the code family's sandbox: no isolation, no service
+            family.start()
         check_same_task_knobs(self.families.values(), self.cfg.adaptation.same_task_knobs)
         self.per_rollout = frozenset(f.type for f in self.cfg.families if f.train_instances == "rollout")
         """Families whose train rollouts each play their own instance (`FamilyConfig.train_instances`)."""
@@ -74,13 +79,23 @@ class EnvService(Service):
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
             self.log.info("live tasks loaded", extra={"tasks": loaded})
+        self.code_tasks: CodeTasks | None = None
+        code_family = self.families.get("code")
+        if isinstance(code_family, CodeFamily) and any(f.type == "code" and f.proposer == "model"
+                                                       for f in self.cfg.families):  # written problems
+            self.code_tasks = CodeTasks(await open_bucket(bus.js, Buckets.CODE_PROBLEMS.name()), code_family)
+            loaded = await self.code_tasks.load()
+            self.background.append(asyncio.create_task(self.code_tasks.refresh_loop(), name="code-problems"))
+            self.log.info("written code problems loaded", extra={"problems": loaded})
         written = any(f.proposer == "model" for f in self.cfg.families)  # only text families (config checks)
         writer = ModelProposer(self.cfg.adaptation.model_proposer) if written else None
         self.adaptation = Adaptation(self.pool, bus, ParametricProposer(self.cfg.adaptation.bad_step_threshold,
                                                                         self.cfg.adaptation.reseed_tries,
                                                                         self.cfg.adaptation.same_task_first,
                                                                         self.cfg.adaptation.same_task_knobs),
-                                     self.cfg.adaptation, self.live, writer, self.per_rollout)
+                                     self.cfg.adaptation, self.live, writer, self.per_rollout,
+                                     frozenset(f.type for f in self.cfg.families if f.proposer == "model"),
+                                     self.code_tasks)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
                             asyncio.create_task(self._expire_sessions(), name="session-expiry")]
 

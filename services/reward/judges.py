@@ -11,6 +11,9 @@ Selected by config ``reward.backend``:
 * ``openai`` — `LLMJudge` over an external OpenAI-compatible server: same prompt and parsing,
   but no token ids, so it is never trained.
 
+With ``reward.kind: unit_tests`` the llm and openai backends are a `UnitTestWriter` instead: each
+vote is a unit test of the step's code task (docs/coding.md).
+
 Judges are synchronous and batch internally (at most ``max_batch`` chats per generate call);
 `batcher.JudgeBatcher` merges concurrent requests into one call.
 """
@@ -29,10 +32,11 @@ from services.common.models.generation import Generator, Sampling
 from services.common.models.factory import build_generator
 from services.common.rounds import step_id
 from services.common.seeding import derive_seed
+from services.common.unit_tests import parse_unit_test, unit_test_chat
 from services.reward.judge_prompt import BAD_VERDICT, GOOD_VERDICT, chat_judge_chat, judge_chat
 from services.reward.votes import label_vote, mean_vote, parse_vote
 
-__all__ = ["JudgeSettings", "Judge", "LLMJudge", "OracleJudge", "build_judge", "steps_of"]
+__all__ = ["JudgeSettings", "Judge", "LLMJudge", "UnitTestWriter", "OracleJudge", "build_judge", "steps_of"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,33 @@ class LLMJudge(Judge):
         return out
 
 
+class UnitTestWriter(LLMJudge):
+    """The reward model as a unit-test writer (``reward.kind: unit_tests``, CURE arXiv 2506.03136): for
+    each step (a code task's answer) it writes m tests of the task (`unit_tests.unit_test_chat` on the
+    task text), one per vote. A vote's value is +1 when its answer holds a test in the format, 0 when
+    not (the critic runs the tests and scores them; `critic.unit_test_eval`)."""
+
+    def judge(self, steps: Sequence[StepToJudge], votes: int, temperature: float) -> list[StepJudgement]:
+        s = self.settings
+        chats = [unit_test_chat(x.task_text) for x in steps]
+        flat = [chat for chat in chats for _ in range(votes)]
+        seeds = [derive_seed("tests", s.seed, x.step_id, v) if x.step_id else None for x in steps for v in range(votes)]
+        sampling = Sampling(temperature=temperature, top_p=1.0, max_new_tokens=s.max_new_tokens)
+        completions = []
+        for i in range(0, len(flat), s.max_batch):
+            completions += self.generator.generate(flat[i: i + s.max_batch], sampling, None, seeds[i: i + s.max_batch])
+        out = []
+        for k, chat in enumerate(chats):
+            mine = completions[k * votes: (k + 1) * votes]
+            vote_list = [Vote(value=1 if parse_unit_test(c.text) is not None else 0, response=c.text,
+                              response_token_ids=c.token_ids, behaviour_logprobs=c.logprobs if c.token_ids else ())
+                         for c in mine]
+            out.append(StepJudgement(step_index=k, judge_prompt=chat[-1]["content"],
+                                     prompt_token_ids=mine[0].prompt_token_ids if mine else (), votes=vote_list,
+                                     mean_vote=mean_vote([v.value for v in vote_list])))
+        return out
+
+
 class OracleJudge(Judge):
     """Votes = the environment's oracle step label, m times (deterministic; reads no text)."""
 
@@ -138,10 +169,11 @@ def build_judge(cfg: RewardServiceConfig, source: str, seed: int = 0) -> Judge:
     if cfg.backend == "oracle":
         return OracleJudge()
     settings = JudgeSettings.of(cfg, seed)
+    kind = UnitTestWriter if cfg.kind == "unit_tests" else LLMJudge
     if cfg.backend == "openai":
         remote = cfg.model.model_copy(update={"backend": "openai"})
-        return LLMJudge(build_generator(remote, cfg.model.openai_model or "default"), settings, trainable=False)
-    return LLMJudge(build_generator(cfg.model, source), settings, trainable=True)
+        return kind(build_generator(remote, cfg.model.openai_model or "default"), settings, trainable=False)
+    return kind(build_generator(cfg.model, source), settings, trainable=True)
 
 
 def steps_of(trajectory: Trajectory) -> list[StepToJudge]:

@@ -161,11 +161,14 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
 
     def build(tmp: Path) -> None:
         log(f"cold start: SFT of {what} on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
-        family = build_family(fam_cfg, config.env.cache_dir)
-        result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny,
-                         tmp, pcfg.rollout.history_steps, seed=0, source=pcfg.sft.source, lora=sft_lora(config),
-                         cache_dir=pcfg.model.cache_dir, eval_tokens=config.env.scheduler.max_new_tokens,
-                         excluded=held_out_keys(config, family))
+        family = build_family(fam_cfg, config.env.cache_dir, config.env.sandbox)
+        try:
+            result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny,
+                             tmp, pcfg.rollout.history_steps, seed=0, source=pcfg.sft.source, lora=sft_lora(config),
+                             cache_dir=pcfg.model.cache_dir, eval_tokens=config.env.scheduler.max_new_tokens,
+                             excluded=held_out_keys(config, family))
+        finally:
+            family.close()  # the code family's sandbox workers
         log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
             f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
 
@@ -191,10 +194,13 @@ def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
     def build(tmp: Path) -> None:
         log(f"cold start: SFT of the tiny judge on oracle step labels with {rcfg.sft.label_noise:.0%} label noise "
             f"({rcfg.sft.steps} steps)")
-        family = build_family(fam_cfg, config.env.cache_dir)
-        result = run_judge_sft(family, fam_cfg, rcfg.sft, rcfg.model.tiny, tmp,
-                               settings, rcfg.votes, rcfg.temperature, "", 0,
-                               config.policy.rollout.history_steps, excluded=held_out_keys(config, family))
+        family = build_family(fam_cfg, config.env.cache_dir, config.env.sandbox)
+        try:
+            result = run_judge_sft(family, fam_cfg, rcfg.sft, rcfg.model.tiny, tmp,
+                                   settings, rcfg.votes, rcfg.temperature, "", 0,
+                                   config.policy.rollout.history_steps, excluded=held_out_keys(config, family))
+        finally:
+            family.close()
         log(f"cold-started judge: step accuracy {result.before.step_accuracy:.2f} -> "
             f"{result.after.step_accuracy:.2f} vs oracle labels ({result.after.labelled_steps} held-out steps)")
 

@@ -10,6 +10,8 @@ the steps' oracle labels. Parametrized over three real servers (see conftest.py)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import grpc
 import pytest
 
@@ -130,3 +132,65 @@ def test_a_judge_whose_values_contradict_their_text_fails_clause_2_readably() ->
     assert [r.passed for r in results] == [True, False, True]
     assert results[1].got == "step 0: value -1 for text '\\\\boxed{1}'"
     assert results[1].required == "a value in {+1, -1, 0} that is the text's last \\boxed{} vote"
+
+
+@pytest.fixture(scope="module")
+def unit_test_writer(contract_nats, contract_dir, tiny_model) -> Iterator[str]:
+    """The reward service as a unit-test writer (reward.kind: unit_tests) over the tiny random model."""
+    import yaml
+
+    from services.common.nats_server import free_port
+    from tests.conftest import ServiceProcess
+
+    port = free_port()
+    path = contract_dir / f"reward-unit-tests-{port}.yaml"
+    path.write_text(yaml.safe_dump({
+        "nats": {"url": contract_nats.url},
+        "env": {"families": [{"type": "code", "knobs": {"ops": 1}}]},
+        "critic": {"unit_tests": True},
+        "reward": {"role": "judge", "kind": "unit_tests", "votes": 3, "max_new_tokens": 8,
+                   "model": {"source": str(tiny_model)}, "server": {"grpc_port": port}}}))
+    proc = ServiceProcess("reward", path, f"127.0.0.1:{port}").start()
+    yield proc.address
+    proc.stop()
+
+
+def test_a_unit_test_writer_holds_the_contract_of_its_kind(unit_test_writer: str) -> None:
+    from services.contract.reward_contract import check_reward_model
+
+    failed = [r for r in check_reward_model(unit_test_writer, kind="unit_tests") if not r.passed]
+    assert not failed, "\n".join(f"{r.clause}: sent {r.sent}; got {r.got}; required {r.required}" for r in failed)
+    response = reward_pb2_grpc.RewardModelStub(grpc.insecure_channel(unit_test_writer)).JudgeSteps(
+        JudgeStepsRequest(steps=[StepToJudge(step_id="t/0", task_text="Read x and print x + 1.", prompt="p",
+                                             response="\\boxed{print(int(input()) + 1)}")], votes=2), timeout=120)
+    (judgement,) = response.judgements
+    assert judgement.judge_prompt.startswith("Read x and print x + 1.") and "INPUT => OUTPUT" in judgement.judge_prompt
+    assert len(judgement.votes) == 2 and all(v.response_token_ids for v in judgement.votes)
+
+
+def test_a_test_writer_whose_values_contradict_its_tests_fails_clause_2_readably() -> None:
+    from concurrent import futures
+
+    from rlanything.v1.events_pb2 import StepJudgement, Vote
+    from services.contract.reward_contract import check_reward_model
+
+    class CallsTestsInvalid(reward_pb2_grpc.RewardModelServicer):
+        def JudgeSteps(self, request, context):  # noqa: N802 - the gRPC method's name
+            if not request.steps or not 0 <= request.votes <= 32 or request.temperature < 0 or any(
+                    not s.prompt for s in request.steps):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad request")
+            m = request.votes or 3
+            return reward_pb2.JudgeStepsResponse(judgements=[
+                StepJudgement(step_index=i, votes=[Vote(value=0, response="\\boxed{1 => 2}")] * m, mean_vote=0.0)
+                for i in range(len(request.steps))])
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    reward_pb2_grpc.add_RewardModelServicer_to_server(CallsTestsInvalid(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        results = check_reward_model(f"127.0.0.1:{port}", kind="unit_tests")
+    finally:
+        server.stop(None)
+    assert [r.passed for r in results] == [True, False, True]
+    assert results[1].required == "1 when the text's last \\boxed{} is a test INPUT => OUTPUT, else 0"

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from services.common.config.sandbox import SandboxConfig
 from services.common.config.base import ServiceConfig, StrictModel
 
 __all__ = ["CriticServiceConfig", "LiveCriticConfig"]
@@ -46,6 +47,20 @@ class CriticServiceConfig(ServiceConfig):
                                 "the acceptance rule admits it (the paper: they train once it is accepted); 'none': "
                                 "never; 'mixed': whatever the verdict. The policy and RM bands apply as for a drawn "
                                 "task.")
+    code_rewards: bool = Field(
+        True, description="Groups of family 'code': the policy's advantage is CURE's program reward (the share of "
+                          "ground-truth tests the program passed, z-scored in the group) instead of O + λ·S̄, and the "
+                          "group trains the policy only while its pass-all rate is in [code_keep_low, "
+                          "code_keep_high] (docs/coding.md).")
+    code_keep_low: float = Field(0.2, ge=0, le=1, description="Lowest pass-all rate of a code task that trains.")
+    code_keep_high: float = Field(0.8, ge=0, le=1, description="Highest pass-all rate of a code task that trains.")
+    unit_tests: bool = Field(
+        False, description="The reward model writes unit tests (reward.kind: unit_tests): code groups run every "
+                           "program on every generated test in critic.sandbox and train the RM with CURE's test "
+                           "reward (docs/coding.md). Must match reward.kind.")
+    sandbox: SandboxConfig = Field(
+        default_factory=SandboxConfig, description="The sandbox that runs programs on generated tests (started only "
+                                                   "with unit_tests).")
     rm_band_low: float = Field(0.2, ge=0, le=1, description="Lowest task acc whose steps train the RM.")
     rm_band_high: float = Field(0.8, ge=0, le=1, description="Highest task acc whose steps train the RM.")
     invalid_answer_penalty: float = Field(

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from services.common.config.base import ServiceConfig, StrictModel
+from services.common.config.sandbox import SandboxConfig
 
 __all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "ModelProposerConfig", "EnvServiceConfig", "TEXT_FAMILIES"]
 
@@ -14,11 +15,12 @@ __all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "ModelProposer
 class FamilyConfig(StrictModel):
     """One task family of the pool and the seed tasks it starts with."""
 
-    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "remote", "live", "web"] = Field(
+    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "remote", "live", "web", "code"] = Field(
         description="Task family adapter ('gymnasium': any discrete-action Gymnasium env by env_id; 'remote': your "
                     "own Environment server at address; 'live': tasks from a product's real failures, added at run "
                     "time by the ingest service; it seeds no slots; 'web': MiniWoB++ pages in headless Chromium, "
-                    "see docs/web.md).")
+                    "see docs/web.md; 'code': the policy writes a program, run on ground-truth tests in "
+                    "env.sandbox, docs/coding.md).")
     knobs: dict[str, float] = Field(description="Difficulty knobs of the seed tasks, e.g. {size: 4, hole_prob: 0.2}.")
     train_slots: int = Field(8, ge=0, description="Slots trained on (their variants evolve).")
     heldout_slots: int = Field(0, ge=0, description="Slots never trained on, same knobs (evaluation).")
@@ -44,7 +46,7 @@ class FamilyConfig(StrictModel):
                             "OOD slots always stay one fixed instance each.")
     proposer: Literal["parametric", "model"] = Field(
         "parametric", description="Who writes this family's variants: 'parametric' moves a difficulty knob; 'model' "
-                                  "(text families: live) asks the OpenAI-compatible model of "
+                                  "(text families: live, code) asks the OpenAI-compatible model of "
                                   "env.adaptation.model_proposer to write one as JSON.")
 
     @model_validator(mode="after")
@@ -99,7 +101,7 @@ class SchedulerConfig(StrictModel):
     eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")
 
 
-TEXT_FAMILIES = frozenset({"live"})
+TEXT_FAMILIES = frozenset({"live", "code"})
 """Family types whose tasks are text a model can rewrite (`proposer: model`)."""
 
 
@@ -161,6 +163,9 @@ class EnvServiceConfig(ServiceConfig):
     max_sessions: int = Field(4096, ge=1, description="Open sessions at most (oldest idle ones expire first).")
     cache_dir: str = Field(".cache/env", description="Where generated games are cached (by knobs and seed).")
     pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")
+    sandbox: SandboxConfig = Field(
+        default_factory=SandboxConfig, description="The sandbox that runs the policy's programs (family 'code'; "
+                                                   "started only when a code family is configured).")
     @model_validator(mode="after")
     def _model_proposer_has_a_server(self) -> "EnvServiceConfig":
         """A family with ``proposer: model`` needs ``adaptation.model_proposer.base_url``."""

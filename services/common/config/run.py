@@ -73,6 +73,18 @@ class RunConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _unit_tests_on_both_sides(self) -> "RunConfig":
+        """``reward.kind: unit_tests`` (the RM writes tests) and ``critic.unit_tests`` (the critic runs
+        them) go together: votes that are tests must not train as step verdicts, nor the reverse."""
+        if (self.reward.kind == "unit_tests") != self.critic.unit_tests:
+            raise ValueError(f"reward.kind is {self.reward.kind!r} but critic.unit_tests is {self.critic.unit_tests}: "
+                             "set both (reward.kind: unit_tests with critic.unit_tests: true) or neither")
+        others = sorted({f.type for f in self.env.families} - {"code"})
+        if self.reward.kind == "unit_tests" and others:
+            raise ValueError(f"reward.kind 'unit_tests' writes tests of code tasks; env.families also has {others}")
+        return self
+
+    @model_validator(mode="after")
     def _shadow_judge_is_a_judge(self) -> "RunConfig":
         """``launcher.shadow_judge`` must name the shadow and make a valid reward config."""
         if self.launcher.shadow_judge:

@@ -196,6 +196,13 @@ class TaskFamily(ABC):
                 raise InvalidArgumentError(
                     f"{self.name}: knob {knob.name}={value:g} outside [{knob.low:g}, {knob.high:g}]")
 
+    def start(self) -> None:
+        """Start what the family's episodes need before the service serves (the ``code`` family's
+        sandbox); the default does nothing. A family that cannot start raises, and the service with it."""
+
+    def close(self) -> None:
+        """Stop what `start` started; the default does nothing."""
+
     def prepare(self, spec: TaskSpec) -> None:
         """Build and cache whatever the task needs (slow work, e.g. compiling a game).
 

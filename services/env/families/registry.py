@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.common.config import FamilyConfig
+from services.common.config import FamilyConfig, SandboxConfig
 from services.env.families.base import TaskFamily
 
 __all__ = ["build_family"]
 
 
-def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
-    """The `TaskFamily` for one family config entry (``cfg.max_steps`` overrides its default).
+def build_family(cfg: FamilyConfig, cache_dir: str | Path, sandbox: SandboxConfig | None = None) -> TaskFamily:
+    """The `TaskFamily` for one family config entry (``cfg.max_steps`` overrides its default);
+    ``sandbox`` configures the ``code`` family's sandbox (default `SandboxConfig()`; it starts at
+    `TaskFamily.start` or its first run, not here).
 
     Raises:
         InvalidArgumentError: unknown reasoning-gym dataset, or a Gymnasium id that is not registered.
@@ -37,6 +39,10 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path) -> TaskFamily:
         from services.env.families.web import WebFamily
 
         family = WebFamily(browsers=cfg.browsers)
+    elif cfg.type == "code":
+        from services.env.families.code_family import CodeFamily
+
+        family = CodeFamily(sandbox)
     elif cfg.type == "reasoning_gym":
         from services.env.families.reasoning_gym_family import ReasoningGymFamily
 

@@ -1,0 +1,102 @@
+"""The unit-test writer's rewards for one group of a code task (CURE, arXiv 2506.03136; formulas in
+`services.common.algo.coding_rewards`): the pure part, and the shell that runs the tests.
+
+With ``reward.kind: unit_tests`` every vote of a code trajectory's judgement is one test the reward
+model wrote (`services.common.unit_tests`). At group close each of the group's N programs runs on
+each of the K parseable tests in the critic's sandbox (`score_tests`, outside the critic's lock), giving
+``passes_NK``. A test the writer did not format gets ``critic.invalid_vote_penalty`` as its raw reward
+(a format penalty, as for an unparseable vote); the raw rewards of all the group's tests are then
+z-scored together, and each non-zero one is an RM sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rlanything.v1.events_pb2 import JudgedTrajectory, TrainingSample
+
+from services.common.algo.coding_rewards import raw_unit_test_rewards, unit_tests_correct
+from services.common.algo.zscore import zscore
+from services.common.sandbox import Job, Sandbox, outputs_match
+from services.common.unit_tests import extract_program, parse_unit_test
+
+__all__ = ["GeneratedTest", "generated_tests", "programs_of", "correct_programs_of", "unit_test_samples",
+           "score_tests"]
+
+ZERO = 1e-9
+
+
+@dataclass(frozen=True)
+class GeneratedTest:
+    """One test the reward model wrote: the rollout it was written for, its judgement and vote, the
+    parsed test (None: not in the format)."""
+
+    rollout: int
+    judgement: int
+    vote: int
+    test: tuple[str, str] | None
+
+
+def generated_tests(recs: Sequence[JudgedTrajectory]) -> list[GeneratedTest]:
+    """Every vote of every judgement of ``recs`` (in order) as a generated test."""
+    return [GeneratedTest(n, j, v, parse_unit_test(vote.response))
+            for n, rec in enumerate(recs) for j, judgement in enumerate(rec.judgements)
+            for v, vote in enumerate(judgement.votes)]
+
+
+def programs_of(recs: Sequence[JudgedTrajectory]) -> list[str]:
+    """Each rollout's program: its last step's action ('' for none), as the env ran it."""
+    return [extract_program(r.trajectory.steps[-1].action) if r.trajectory.steps else "" for r in recs]
+
+
+def correct_programs_of(recs: Sequence[JudgedTrajectory]) -> list[bool]:
+    """Which programs passed every ground-truth test (the rollout was won)."""
+    return [r.trajectory.outcome == 1 for r in recs]
+
+
+def unit_test_samples(recs: Sequence[JudgedTrajectory], tests: Sequence[GeneratedTest],
+                      passes_NK: Sequence[Sequence[bool]], invalid_penalty: float
+                      ) -> tuple[list[TrainingSample], dict[str, float]]:
+    """The RM samples of one group's tests and its statistics (``sum/unit_tests``: tests written,
+    ``sum/unit_tests_correct``: parseable tests every correct program passes).
+
+    ``passes_NK[n][k]``: program n passes the k-th *parseable* test of ``tests``.
+
+    Raises:
+        ValueError: ``passes_NK`` does not have one row per rollout and one column per parseable test.
+    """
+    parsed = [t for t in tests if t.test is not None]
+    correct_N = correct_programs_of(recs)
+    if len(passes_NK) != len(recs) or any(len(row) != len(parsed) for row in passes_NK):
+        raise ValueError(f"passes_NK must be {len(recs)} x {len(parsed)} (rollouts x parseable tests)")
+    raw_parsed = iter(raw_unit_test_rewards(passes_NK, correct_N) if parsed else [])
+    correct_K = unit_tests_correct(passes_NK, correct_N) if parsed else []
+    raw = [next(raw_parsed) if t.test is not None else invalid_penalty for t in tests]
+    samples = []
+    for t, a in zip(tests, zscore(raw)):
+        if abs(a) <= ZERO:
+            continue
+        rec = recs[t.rollout]
+        judgement = rec.judgements[t.judgement]
+        vote = judgement.votes[t.vote]
+        samples.append(TrainingSample(sample_id=f"{rec.trajectory.trajectory_id}/{judgement.step_index}/{t.vote}",
+                                      prompt_token_ids=judgement.prompt_token_ids,
+                                      response_token_ids=vote.response_token_ids,
+                                      behaviour_logprobs=vote.behaviour_logprobs, advantage=a,
+                                      model_version=rec.reward_model_version))
+    return samples, {"sum/unit_tests": float(len(tests)), "sum/unit_tests_correct": float(sum(correct_K))}
+
+
+async def score_tests(sandbox: Sandbox, recs: Sequence[JudgedTrajectory]) -> list[list[bool]]:
+    """``passes_NK``: each rollout's program run on each parseable generated test, in the sandbox.
+
+    Raises:
+        SandboxError: the sandbox itself failed.
+    """
+    tests = [t.test for t in generated_tests(recs) if t.test is not None]
+    programs = programs_of(recs)
+    results = await sandbox.run_many_async([Job(p, stdin) for p in programs for stdin, _ in tests])
+    flat = [r.ok and outputs_match(r.stdout, expected) for r, (_, expected) in
+            zip(results, [t for _ in programs for t in tests], strict=True)]
+    return [flat[n * len(tests):(n + 1) * len(tests)] for n in range(len(programs))]

@@ -1,0 +1,116 @@
+"""Procedural coding problems for family ``code`` (pure): short integer functions a tiny model can learn.
+
+A problem is a chain of ``ops`` integer steps applied to the input x ("multiply by 3, then add 1"),
+drawn from the task seed. The policy writes a Python program that reads x from standard input and
+prints the result. Each problem carries its reference solution (the chain as one Python expression),
+``examples`` input/output pairs shown in the statement, and `TESTS` ground-truth tests on other inputs
+(hidden from the policy: a program that only prints the examples' outputs fails them). Expected outputs
+are computed here from the chain itself, in plain integer arithmetic, never by running code.
+
+Every step is ``add c``, ``subtract c`` or ``multiply by c``, so a chain computes ``a·x + b``; two
+statements that compute the same function are the same instance (`function_key`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from services.common.errors import InvalidArgumentError
+from services.common.unit_tests import extract_program
+
+__all__ = ["Step", "CodeProblem", "TESTS", "INPUT_RANGE", "TASK_TEXT", "draw_steps", "apply_steps", "render_steps",
+           "reference_program", "function_key", "make_problem", "extract_program"]
+
+TESTS = 8
+"""Ground-truth tests per procedural problem."""
+INPUT_RANGE = (-99, 99)
+"""Inputs of examples and tests are drawn from this closed range."""
+TASK_TEXT = "Write a Python 3 program that reads its input from standard input and prints its answer."
+_ADD = range(1, 10)
+_MUL = range(2, 6)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a chain: ``op`` is ``add``, ``sub`` or ``mul``; ``value`` its integer constant."""
+
+    op: str
+    value: int
+
+
+@dataclass(frozen=True)
+class CodeProblem:
+    """One coding problem: the statement shown to the policy, the reference solution, and the
+    ground-truth tests as (standard input, expected standard output) pairs."""
+
+    statement: str
+    reference: str
+    tests: tuple[tuple[str, str], ...]
+    key: str
+    """What makes two problems the same instance (`function_key` for procedural problems)."""
+
+
+def draw_steps(ops: int, rng: random.Random) -> list[Step]:
+    """``ops`` random steps (add 1-9, subtract 1-9, multiply by 2-5).
+
+    Raises:
+        InvalidArgumentError: ``ops`` < 1.
+    """
+    if ops < 1:
+        raise InvalidArgumentError(f"code: knob ops={ops} must be at least 1")
+    steps = []
+    for _ in range(ops):
+        op = rng.choice(("add", "sub", "mul"))
+        steps.append(Step(op, rng.choice(_MUL if op == "mul" else _ADD)))
+    return steps
+
+
+def apply_steps(steps: list[Step], x: int) -> int:
+    """The chain's value at ``x`` (integer arithmetic)."""
+    for step in steps:
+        x = x + step.value if step.op == "add" else x - step.value if step.op == "sub" else x * step.value
+    return x
+
+
+def render_steps(steps: list[Step]) -> str:
+    """The chain in words: ``"multiply by 3, then add 1"``."""
+    words = {"add": "add {}", "sub": "subtract {}", "mul": "multiply by {}"}
+    return ", then ".join(words[s.op].format(s.value) for s in steps)
+
+
+def reference_program(steps: list[Step]) -> str:
+    """The reference solution: reads x, prints the chain as one Python expression, e.g.
+    ``x = int(input())\\nprint((x + 2) * 3)``."""
+    expr, additive = "x", False
+    for step in steps:
+        if step.op == "mul":
+            expr, additive = (f"({expr}) * {step.value}" if additive else f"{expr} * {step.value}"), False
+        else:
+            expr, additive = f"{expr} {'+' if step.op == 'add' else '-'} {step.value}", True
+    return f"x = int(input())\nprint({expr})\n"
+
+
+def function_key(steps: list[Step]) -> str:
+    """``a*x+b`` of the linear function the chain computes (two chains with the same one are one instance)."""
+    b = apply_steps(steps, 0)
+    return f"{apply_steps(steps, 1) - b}*x{b:+d}"
+
+
+def make_problem(ops: int, examples: int, seed: int) -> CodeProblem:
+    """The procedural problem of a task seed: its chain, ``examples`` shown input/output pairs and
+    `TESTS` hidden ground-truth tests on other inputs, all drawn from ``seed``.
+
+    Raises:
+        InvalidArgumentError: ``ops`` < 1 or ``examples`` < 0.
+    """
+    if examples < 0:
+        raise InvalidArgumentError(f"code: knob examples={examples} must be at least 0")
+    rng = random.Random(f"code-{seed}")
+    steps = draw_steps(ops, rng)
+    inputs = rng.sample(range(INPUT_RANGE[0], INPUT_RANGE[1] + 1), examples + TESTS)
+    shown = "".join(f"\ninput {x} -> output {apply_steps(steps, x)}" for x in inputs[:examples])
+    statement = ("Read one integer x from standard input and print one integer: the result of these steps "
+                 f"applied to x: {render_steps(steps)}." + (f"\nExamples:{shown}" if shown else ""))
+    tests = tuple((f"{x}\n", f"{apply_steps(steps, x)}\n") for x in inputs[examples:])
+    return CodeProblem(statement, reference_program(steps), tests, function_key(steps))

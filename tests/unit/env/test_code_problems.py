@@ -1,0 +1,62 @@
+"""The procedural coding problems (pure): chains, statements, references, tests and instance keys."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from services.common.errors import InvalidArgumentError
+from services.env.families.code_problems import (TESTS, Step, apply_steps, extract_program, function_key,
+                                                 make_problem, reference_program, render_steps)
+
+
+def test_a_chain_is_applied_in_order_and_rendered_in_words_and_python():
+    steps = [Step("mul", 3), Step("add", 1)]
+    assert apply_steps(steps, 2) == 7 and apply_steps(steps, -1) == -2
+    assert render_steps(steps) == "multiply by 3, then add 1"
+    assert reference_program(steps) == "x = int(input())\nprint(x * 3 + 1)\n"
+    assert reference_program([Step("add", 2), Step("mul", 3), Step("sub", 4)]) == \
+        "x = int(input())\nprint((x + 2) * 3 - 4)\n"
+
+
+def test_the_reference_expression_computes_the_chain_for_every_input():
+    rng = random.Random(0)
+    for _ in range(200):
+        from services.env.families.code_problems import draw_steps
+
+        steps = draw_steps(rng.randint(1, 6), rng)
+        expr = reference_program(steps).splitlines()[1].removeprefix("print(")[:-1]
+        for x in (-99, -3, 0, 5, 99):
+            assert eval(expr, {"x": x}) == apply_steps(steps, x)  # noqa: S307 - our own generated expression
+
+
+def test_a_problem_shows_its_examples_and_hides_its_tests_on_other_inputs():
+    problem = make_problem(2, 3, seed=11)
+    assert problem == make_problem(2, 3, seed=11)  # the seed builds the same problem anywhere
+    shown = [line for line in problem.statement.splitlines() if line.startswith("input ")]
+    assert len(shown) == 3 and len(problem.tests) == TESTS
+    shown_inputs = {line.split()[1] for line in shown}
+    assert not shown_inputs & {stdin.strip() for stdin, _ in problem.tests}
+    assert all(stdin.endswith("\n") and expected.endswith("\n") for stdin, expected in problem.tests)
+    assert "Examples:" not in make_problem(2, 0, seed=11).statement
+
+
+def test_the_instance_key_is_the_function_not_the_wording():
+    assert function_key([Step("mul", 3), Step("add", 1)]) == "3*x+1"
+    assert function_key([Step("add", 2), Step("add", 3)]) == function_key([Step("add", 5)]) == "1*x+5"
+    assert function_key([Step("add", 1), Step("mul", 2)]) == function_key([Step("mul", 2), Step("add", 2)])
+    assert make_problem(2, 0, seed=5).key == make_problem(2, 4, seed=5).key  # examples shown: same function
+
+
+@pytest.mark.parametrize(("ops", "examples", "field"), [(0, 2, "ops=0"), (2, -1, "examples=-1")])
+def test_bad_knobs_are_refused_naming_the_knob(ops, examples, field):
+    with pytest.raises(InvalidArgumentError, match=field):
+        make_problem(ops, examples, seed=1)
+
+
+def test_the_program_is_the_first_fenced_block_else_the_whole_answer():
+    assert extract_program("Here:\n```python\nprint(1)\n```\nand ```python\nprint(2)\n```") == "print(1)\n"
+    assert extract_program("```\nprint(3)\n```") == "print(3)\n"
+    assert extract_program("```py\nprint(4)") == "print(4)"  # cut before the closing fence
+    assert extract_program("print(5)") == "print(5)"
