@@ -127,7 +127,19 @@ def supervised_train(generator: HFGenerator, demos: Sequence[Demonstration], cfg
 
 def success_rate(generator: HFGenerator, family: TaskFamily, specs: Sequence[TaskSpec], temperature: float = 0.8,
                  group_size: int = 1, history_steps: int = 2, max_new_tokens: int = 16) -> float:
-    """Share of episodes won on ``specs`` (each played ``group_size`` times), in-process."""
+    """Share of episodes won on ``specs`` (each played ``group_size`` times), in-process: up to 16
+    jobs at a time, fewer where the family bounds its open episodes (``max_open_episodes``: a job
+    opens all its episodes before stepping any, so jobs sharing too few browsers would wait on each
+    other for ever).
+
+    Raises:
+        ValueError: ``group_size`` exceeds the family's ``max_open_episodes``.
+    """
+    bound = family.max_open_episodes
+    if bound is not None and group_size > bound:
+        raise ValueError(f"group_size={group_size} episodes cannot be open at once: the {family.name} family "
+                         f"holds max_open_episodes={bound}")
+    at_once = 16 if bound is None else max(1, min(16, bound // group_size))
     by_ref = {f"eval-{i}": s for i, s in enumerate(specs)}
     env = LocalEnvClient({family.name: family}, lambda ref: by_ref[ref.slot_id])
 
@@ -138,9 +150,9 @@ def success_rate(generator: HFGenerator, family: TaskFamily, specs: Sequence[Tas
                 for slot in by_ref]
         outcomes: list[int] = []
         merger = MergingGenerator(generator)  # the steps of jobs played together share generate calls
-        for i in range(0, len(jobs), 16):  # 16 jobs at a time, as a rollout worker plays them
+        for i in range(0, len(jobs), at_once):
             groups = await asyncio.gather(*(run_group(j, env, MergedAgent(merger), history_steps)
-                                            for j in jobs[i: i + 16]))
+                                            for j in jobs[i: i + at_once]))
             outcomes += [t.outcome for g in groups for t in g]
         return outcomes
 

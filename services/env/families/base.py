@@ -148,6 +148,9 @@ class TaskFamily(ABC):
     """Default step budget of an episode."""
     library: str = ""
     """PyPI distribution that builds the tasks (e.g. "reasoning-gym"); "" for none."""
+    max_open_episodes: int | None = None
+    """How many episodes may be open at once in one process (the ``web`` family: its browsers);
+    None = no bound. In-process players (the cold start's evaluation) play no more at once."""
 
     def metadata(self) -> dict[str, str]:
         """What a task of this family records about its origin (``TaskVersion.metadata``):
@@ -201,7 +204,9 @@ class TaskFamily(ABC):
         sandbox); the default does nothing. A family that cannot start raises, and the service with it."""
 
     def close(self) -> None:
-        """Stop what `start` started; the default does nothing."""
+        """Stop what `start` started and release what the family holds across episodes (the ``code``
+        family's sandbox, the ``web`` family's browsers); the default does nothing. Called when the
+        env service stops."""
 
     def prepare(self, spec: TaskSpec) -> None:
         """Build and cache whatever the task needs (slow work, e.g. compiling a game).
@@ -242,7 +247,3 @@ class TaskFamily(ABC):
         feedback). The default ignores it; families override to pick a knob from it.
         """
         return [k.name for k in self.knobs]
-
-    def close(self) -> None:
-        """Release what the family holds across episodes (the web family's browsers); the default
-        holds nothing. Called when the env service stops."""

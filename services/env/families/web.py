@@ -131,6 +131,7 @@ class WebFamily(TaskFamily):
 
     def __init__(self, browsers: int = 2, wait_s: float = 120.0) -> None:
         self.pool = BrowserPool(browsers, wait_s)
+        self.max_open_episodes = browsers
 
     def task_of(self, spec: TaskSpec) -> str:
         """The MiniWoB task name of ``spec`` (validated)."""

@@ -201,3 +201,29 @@ def test_training_pages_are_kept_out_of_the_held_out_pages(family: WebFamily) ->
     for seed in range(10):
         spec_played, _ = train_instance(family, train, seed, True, excluded)
         assert family.instance_key(spec_played) not in excluded
+
+
+@needs_browser
+def test_the_cold_starts_evaluation_plays_no_more_episodes_at_once_than_there_are_browsers(tmp_path) -> None:
+    """Found running `rlanything run configs/web.yaml`: the cold start's success rate played 16 jobs at
+    once on 8 browsers; the resets waiting for a browser held every thread of asyncio's default pool,
+    so the episodes holding the browsers could not step (`BusyError` after 120 s; the run never
+    started). And jobs that each open all their episodes before stepping any can hold a browser each
+    and wait for a second one for ever (this test: groups of 2 on 2 browsers)."""
+    from services.common.config import FamilyConfig, TinyModelConfig
+    from services.common.models.generation import HFGenerator
+    from services.offline.policy_sft import build_tiny_for, demonstrations, success_rate
+
+    fam = WebFamily(browsers=2, wait_s=10)
+    try:
+        cfg = FamilyConfig(type="web", knobs={"task": 0.0, "distractors": 0.0}, browsers=2)
+        model = build_tiny_for(demonstrations(fam, cfg, 4, history_steps=0), tmp_path / "m",
+                               TinyModelConfig(hidden_size=32))
+        specs = [spec("click-button", seed) for seed in range(5)]
+        rate = success_rate(HFGenerator(str(model)), fam, specs, group_size=2, history_steps=0, max_new_tokens=4)
+        assert 0.0 <= rate <= 1.0  # played to the end: no BusyError
+        with pytest.raises(ValueError, match="group_size=3 episodes cannot be open at once: the web family holds "
+                                             "max_open_episodes=2"):
+            success_rate(HFGenerator(str(model)), fam, specs, group_size=3)
+    finally:
+        fam.close()
