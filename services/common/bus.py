@@ -45,7 +45,8 @@ from services.common.metrics import (CONSUMER_PENDING, EVENT_HANDLER_SECONDS, EV
 from services.common.kv import MAX_KEY_CHARS
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
-__all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS", "CONNECTION_ERRORS", "safe_url"]
+__all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS", "CONNECTION_ERRORS", "safe_url",
+           "server_urls"]
 
 log = logging.getLogger("rlanything.bus")
 
@@ -78,9 +79,17 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 (the link watch decides when the process gives up) instead of ending the process."""
 
 
+def server_urls(url: str) -> list[str]:
+    """The server URLs of ``nats.url``: one URL, or several comma-separated (the nodes of a cluster;
+    the client connects to one of them and moves to another when that one is lost)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 def safe_url(url: str) -> str:
     """``url`` without its user and password (``nats://user:secret@nats:4222`` → ``nats://nats:4222``),
-    for logs and error messages."""
+    for logs and error messages; each of several comma-separated URLs likewise."""
+    if "," in url:
+        return ",".join(safe_url(part) for part in server_urls(url))
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url
@@ -158,7 +167,7 @@ class EventBus:
         try:
             # Unbounded reconnects here: the budget is a time (LinkState), kept by watch_link.
             nc = await asyncio.wait_for(nats.connect(
-                nats_cfg.url, name=name, connect_timeout=nats_cfg.connect_timeout_s, allow_reconnect=True,
+                server_urls(nats_cfg.url), name=name, connect_timeout=nats_cfg.connect_timeout_s, allow_reconnect=True,
                 max_reconnect_attempts=-1, reconnect_time_wait=nats_cfg.reconnect_time_wait_s,
                 ping_interval=nats_cfg.ping_interval_s, max_outstanding_pings=nats_cfg.max_outstanding_pings,
                 drain_timeout=2 * nats_cfg.connect_timeout_s, error_cb=on_error,

@@ -46,10 +46,11 @@ class EnvService(Service):
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
-        self.pool = TaskPool(await ProtoBucket.open(bus.js, self.cfg.pool_bucket, TaskSlot), self.families)
+        self.pool = TaskPool(await ProtoBucket.open(bus.js, self.cfg.pool_bucket, TaskSlot, replicas=bus.nats_cfg.stream_replicas), self.families)
         state = await ProtoBucket.open(bus.js, Buckets.ENV_SCHEDULER.name(pool_bucket=self.cfg.pool_bucket),
-                                       SchedulerState)
-        models = await ProtoBucket.open(bus.js, Buckets.ENV_MODELS.name(pool_bucket=self.cfg.pool_bucket), ModelVersion)
+                                       SchedulerState, replicas=bus.nats_cfg.stream_replicas)
+        models = await ProtoBucket.open(bus.js, Buckets.ENV_MODELS.name(pool_bucket=self.cfg.pool_bucket), ModelVersion,
+                                        replicas=bus.nats_cfg.stream_replicas)
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
                                    self.pool_ready, self.config.loop,
                                    accept_band=(self.cfg.adaptation.band_low, self.cfg.adaptation.band_high),
@@ -57,7 +58,7 @@ class EnvService(Service):
         self.live: LiveTasks | None = None
         live_family = self.families.get("live")
         if isinstance(live_family, LiveFamily):  # tasks from a product's real failures (ingest)
-            self.live = LiveTasks(await open_bucket(bus.js, Buckets.LIVE_TASKS.name()), live_family, self.pool,
+            self.live = LiveTasks(await open_bucket(bus.js, Buckets.LIVE_TASKS.name(), replicas=bus.nats_cfg.stream_replicas), live_family, self.pool,
                                   self.cfg.live_heldout_every)
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))

@@ -55,6 +55,11 @@ class LauncherConfig(StrictModel):
                     "acknowledges it (a power loss loses nothing acknowledged; measured 1.7-4.1x fewer publishes per "
                     "second, bench/nats_sync.md), or a duration such as '2m' (NATS's default: a power loss can lose "
                     "up to that much acknowledged data).")
+    nats_cluster_size: Literal[1, 3, 5] = Field(
+        1, description="NATS servers the launcher starts: 1, or a JetStream cluster of 3 or 5 nodes joined by routes "
+                       "on free loopback ports (services get every node's URL in nats.url). Set "
+                       "nats.stream_replicas to the same number so every stream and KV bucket outlives a node: "
+                       "3 nodes keep working with 2 up (docs/high-availability.md).")
     shadow_judge: dict[str, Any] = Field(
         default_factory=dict,
         description="A shadow judge started beside the running one: `reward:` overrides with at least `shadow` "
