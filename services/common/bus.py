@@ -32,7 +32,7 @@ from google.protobuf.message import DecodeError, Message
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, FetchTimeoutError
+from nats.js.errors import BadRequestError, FetchTimeoutError, ServiceUnavailableError
 
 from services.common.bus_link import LinkState
 from services.common.config import MAX_MESSAGE_BYTES, ConsumerConfig, NatsConfig
@@ -74,9 +74,11 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     nats.errors.StaleConnectionError,
     nats.errors.OutboundBufferLimitError,
     nats.errors.NoServersError,
+    ServiceUnavailableError,  # 503: in a cluster, a stream or consumer electing a new leader after a node was lost
 )
-"""What a NATS call raises while the server is slow, hung or away: a periodic task retries these
-(the link watch decides when the process gives up) instead of ending the process."""
+"""What a NATS call raises while the server is slow, hung or away (or, in a cluster, while a stream
+elects a new leader): a periodic task retries these (the link watch decides when the process gives
+up) instead of ending the process."""
 
 
 def server_urls(url: str) -> list[str]:
@@ -348,11 +350,19 @@ class Consumer(Generic[M]):
             await sub.unsubscribe()
 
     async def fetch(self) -> list[Msg]:
-        """One pull request: up to ``fetch_batch`` messages, [] when none came in ``fetch_timeout_s``."""
+        """One pull request: up to ``fetch_batch`` messages, [] when none came in ``fetch_timeout_s``.
+
+        Also [] (after waiting ``fetch_timeout_s``) when the server answers 503, no responders: in a
+        cluster, while the consumer elects a new leader after its node was lost (a few seconds).
+        """
         assert self._sub is not None, "call setup() first"
         try:
             return await self._sub.fetch(self.config.fetch_batch, timeout=self.config.fetch_timeout_s)
         except (FetchTimeoutError, asyncio.TimeoutError, nats.errors.TimeoutError):
+            return []
+        except ServiceUnavailableError:
+            log.debug("consumer has no leader yet; retrying", extra={"stream": self.stream, "durable": self.durable})
+            await asyncio.sleep(self.config.fetch_timeout_s)
             return []
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -17,12 +17,12 @@ import pytest
 from nats.js.errors import NoStreamResponseError
 
 from rlanything.v1 import events_pb2
-from services.common.bus import EventBus, safe_url, server_urls
+from services.common.bus import Delivery, EventBus, safe_url, server_urls
 from services.common.config import ConsumerConfig, NatsConfig, load_config
 from services.common.errors import ConfigError
 from services.common.kv import ProtoBucket
 from services.common.nats_server import NatsCluster, NatsServer
-from services.common.streams import STREAMS
+from services.common.streams import STREAMS, Subjects
 from services.run.launcher import Launcher
 
 pytestmark = pytest.mark.integration
@@ -116,6 +116,45 @@ async def test_every_stream_and_bucket_is_replicated_and_survives_the_kill_of_it
         victim.start()
         await _publish_retrying(bus, "rla.jobs.rollout", 99, timeout_s=40.0)
     finally:
+        await bus.close()
+
+
+async def test_a_running_consumer_rides_out_the_kill_of_the_node_leading_it(cluster: NatsCluster) -> None:
+    """The chaos run's first failure: each service's consumer loop crashed (exit 1) on the 503 its
+    pull request got while the killed node's consumers elected new leaders."""
+    bus = await EventBus.connect(NatsConfig(url=cluster.url, stream_replicas=3, connect_timeout_s=2.0,
+                                            reconnect_time_wait_s=0.2), FAST, name="test")
+    seen: list[str] = []
+    redelivered: list[str] = []
+
+    async def handler(event: events_pb2.RolloutJob, delivery: Delivery) -> None:
+        (redelivered if delivery.num_delivered > 1 else seen).append(event.job_id)
+
+    stop = asyncio.Event()
+    try:
+        await bus.ensure_streams()
+        consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
+                                message_type=events_pb2.RolloutJob, handler=handler)
+        await consumer.setup()
+        runner = asyncio.create_task(consumer.run(stop))
+        for i in range(10):
+            await _publish_retrying(bus, Subjects.ROLLOUT_JOBS, i)
+        leader = (await bus.js.consumer_info("JOBS", "workers")).cluster.leader
+        victim = _node_named(cluster, leader)
+        os.kill(victim.proc.pid, signal.SIGKILL)  # the consumer's leader: its pull requests get 503s
+        victim.proc.wait()
+        for i in range(10, 30):
+            await _publish_retrying(bus, Subjects.ROLLOUT_JOBS, i)
+        deadline = asyncio.get_running_loop().time() + 30.0
+        while len(set(seen)) < 30 and not runner.done() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        assert not runner.done(), f"the consumer loop ended: {runner.exception()!r}"
+        # Each job stored and delivered once; a job whose ack went to the dead leader comes again as a
+        # redelivery (at least once: the services' effects are keyed by id, README "Guarantees").
+        assert sorted(seen) == sorted(f"job-{i}" for i in range(30)), "a job lost or stored twice"
+        assert set(redelivered) <= set(seen)
+    finally:
+        stop.set()
         await bus.close()
 
 
