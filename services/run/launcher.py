@@ -37,7 +37,10 @@ from services.common.nats_server import NatsCluster, NatsServer, die_with_parent
 from services.run.sources import fill_tiny_sources
 from services.run.supervision import HealthWatch, Restart, RestartBook
 
-__all__ = ["Launcher", "ServiceProcess", "new_run_dir"]
+__all__ = ["Launcher", "ServiceProcess", "new_run_dir", "REPLICATED"]
+
+REPLICATED = {"rollout": "policy", "judge": "reward"}
+"""Roles ``launcher.replicas`` can run several processes of → the service each is a role of."""
 
 def new_run_dir(runs_dir: str | Path, name: str) -> Path:
     """Create ``runs_dir/<name>-<UTC timestamp>/`` (with a ``logs/`` sub-folder) and return it."""
@@ -87,7 +90,9 @@ class Launcher:
         """Every restart so far (`RestartBook.restarts`), for the progress display and the report."""
         self._config_path: Path | None = None
         self._config_paths: dict[str, Path] = {}
-        """Config files of processes that do not read the run's (the shadow judge)."""
+        """Config files of processes that do not read the run's (the shadow judge, role replicas)."""
+        self._modules: dict[str, str] = {"shadow": "reward"}
+        """Process name → the service module it runs, where they differ (``python -m services.<module>``)."""
 
     @property
     def nats(self) -> NatsServer | None:
@@ -162,6 +167,7 @@ class Launcher:
                                                 server_cfg.metrics_port, log_path, self._spawn(name, log_path)))
         if self.config.launcher.shadow_judge:
             self._start_shadow(data)
+        self._start_replicas(resolved)
         self._wait_healthy(self.config.launcher.health_timeout_s)
         now = time.monotonic()
         for svc in self.services:
@@ -188,10 +194,38 @@ class Launcher:
         self.services.append(ServiceProcess("shadow", f"127.0.0.1:{shadow.server.grpc_port}",
                                             shadow.server.metrics_port, log_path, self._spawn("shadow", log_path)))
 
+    def _start_replicas(self, resolved: RunConfig) -> None:
+        """Start the extra processes of ``launcher.replicas``: ``rollout-<i>`` (policy, role rollout) and
+        ``judge-<i>`` (reward, role judge) for i = 2..N, each on free gRPC, metrics (and OpenAI) ports,
+        with its own config file beside the run's.
+
+        Raises:
+            ConfigError: a role is replicated whose service is not in ``launcher.services``.
+        """
+        base = resolved.model_dump(mode="json")
+        for role, count in sorted(self.config.launcher.replicas.items()):
+            module = REPLICATED[role]
+            if count > 1 and module not in self.config.launcher.services:
+                raise ConfigError(f"launcher.replicas.{role}={count} needs {module} in launcher.services")
+            for i in range(2, count + 1):
+                name = f"{role}-{i}"
+                section = {**base[module], "role": role,
+                           "server": {**base[module]["server"], "grpc_port": free_port(), "metrics_port": free_port()}}
+                if module == "policy":
+                    section["openai_port"] = free_port()
+                path = self.run_dir / f"config.{name}.yaml"
+                path.write_text(dump_config(RunConfig.model_validate({**base, module: section})))
+                self._config_paths[name], self._modules[name] = path, module
+                log_path = self.run_dir / "logs" / f"{name}.log"
+                self.services.append(ServiceProcess(name, f"127.0.0.1:{section['server']['grpc_port']}",
+                                                    section["server"]["metrics_port"], log_path,
+                                                    self._spawn(name, log_path)))
+
     def _spawn(self, name: str, log_path: Path) -> subprocess.Popen[bytes]:
-        """Start ``python -m services.<name>`` (the shadow judge: ``services.reward``) on its config."""
+        """Start ``python -m services.<module>`` on its config (the shadow judge and a judge replica run
+        ``services.reward``, a rollout replica ``services.policy``)."""
         assert self._config_path is not None
-        module = "reward" if name == "shadow" else name
+        module = self._modules.get(name, name)
         return subprocess.Popen(
             [sys.executable, "-m", f"services.{module}", "--config",
              str(self._config_paths.get(name, self._config_path))],
