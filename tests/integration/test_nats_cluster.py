@@ -46,7 +46,7 @@ RETRIED = (nats.errors.TimeoutError, NoStreamResponseError, nats.errors.NoRespon
 """What a JetStream request raises while a stream elects a new leader (a few seconds)."""
 
 
-async def _retrying(call: Callable[[], Awaitable[T]], timeout_s: float = 20.0) -> T:
+async def _retrying(call: Callable[[], Awaitable[T]], timeout_s: float = 60.0) -> T:
     """``call()`` until it succeeds: a service's own retry of a failed publish or KV write (a
     redelivery, a nak, a loop tick)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
@@ -59,7 +59,7 @@ async def _retrying(call: Callable[[], Awaitable[T]], timeout_s: float = 20.0) -
             await asyncio.sleep(0.2)
 
 
-async def _publish_retrying(bus: EventBus, subject: str, i: int, timeout_s: float = 20.0) -> None:
+async def _publish_retrying(bus: EventBus, subject: str, i: int, timeout_s: float = 60.0) -> None:
     """Publish job ``i``, retried with the same Nats-Msg-Id: the stream keeps one copy even if a try
     that timed out was stored."""
     await _retrying(lambda: bus.publish(subject, events_pb2.RolloutJob(job_id=f"job-{i}"), msg_id=f"job-{i}"),
@@ -93,16 +93,17 @@ async def test_every_stream_and_bucket_is_replicated_and_survives_the_kill_of_it
 
         seen: list[str] = []
         sub = await _retrying(lambda: bus.js.pull_subscribe("rla.jobs.rollout", durable="workers", stream="JOBS"))
-        while len(seen) < 40:
+        deadline = asyncio.get_running_loop().time() + 90.0
+        while len(seen) < 40 and asyncio.get_running_loop().time() < deadline:
             try:
                 msgs = await sub.fetch(10, timeout=2.0)
-            except nats.errors.TimeoutError:
+            except RETRIED:
                 continue
             for m in msgs:
                 seen.append(events_pb2.RolloutJob.FromString(m.data).job_id)
-                await m.ack_sync()
+                await m.ack_sync(timeout=10.0)
         assert sorted(seen) == sorted(f"job-{i}" for i in range(40)), "a job lost or delivered twice"
-        info = await bus.js.stream_info("JOBS")
+        info = await _retrying(lambda: bus.js.stream_info("JOBS"))
         assert info.cluster.leader != leader and info.state.messages == 0  # a new leader; every job acked once
 
         # The quorum rule: with 2 of 3 nodes gone, no replicated stream accepts a write.
@@ -114,7 +115,7 @@ async def test_every_stream_and_bucket_is_replicated_and_survives_the_kill_of_it
 
         # One node back: 2 of 3 again, writes are acknowledged.
         victim.start()
-        await _publish_retrying(bus, "rla.jobs.rollout", 99, timeout_s=40.0)
+        await _publish_retrying(bus, "rla.jobs.rollout", 99, timeout_s=90.0)
     finally:
         await bus.close()
 
@@ -145,7 +146,7 @@ async def test_a_running_consumer_rides_out_the_kill_of_the_node_leading_it(clus
         victim.proc.wait()
         for i in range(10, 30):
             await _publish_retrying(bus, Subjects.ROLLOUT_JOBS, i)
-        deadline = asyncio.get_running_loop().time() + 30.0
+        deadline = asyncio.get_running_loop().time() + 90.0
         while len(set(seen)) < 30 and not runner.done() and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.1)
         assert not runner.done(), f"the consumer loop ended: {runner.exception()!r}"
