@@ -104,8 +104,8 @@ bench: setup
 fuzz: setup check-proto
 	RLA_FUZZ_EXAMPLES=800 RLA_FUZZ_EVENTS=1000 RLA_FUZZ_REPORT=bench/fuzz.md $(PY) -m pytest -q tests/system/fuzz
 
-# Faults under a running loop (kill -9 of every service once and of NATS; whole-machine kill and
-# --resume), sync and async; the counts of each run go to bench/chaos.md.
+# Faults under a running loop (kill -9 of every service once and of NATS; of one node of a 3-node
+# NATS cluster; whole-machine kill and --resume), sync and async; the counts of each run go to bench/chaos.md.
 chaos: setup check-proto
 	RLA_CHAOS_FULL=1 RLA_CHAOS_REPORT=bench/chaos.md $(PY) -m pytest -q tests/heavy/test_chaos.py
 

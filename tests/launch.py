@@ -27,6 +27,7 @@ env:
   scheduler: {tasks_per_round: 4, group_size: 4, eval_every: 1, eval_group_size: 2,
               max_new_tokens: 12}
 policy:
+  openai_port: 0                  # a free port: runs side by side must not share 8000
   model: {threads: 1, tiny: {hidden_size: 64}}
   sft: {episodes: 30, steps: 30, eval_episodes: 4}
   ppo: {optimizer_steps: 2}

@@ -32,7 +32,7 @@ from google.protobuf.message import DecodeError, Message
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, FetchTimeoutError
+from nats.js.errors import BadRequestError, FetchTimeoutError, ServiceUnavailableError
 
 from services.common.bus_link import LinkState
 from services.common.config import MAX_MESSAGE_BYTES, ConsumerConfig, NatsConfig
@@ -45,7 +45,8 @@ from services.common.metrics import (CONSUMER_PENDING, EVENT_HANDLER_SECONDS, EV
 from services.common.kv import MAX_KEY_CHARS
 from services.common.streams import STREAMS, StreamSpec, dlq_subject
 
-__all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS", "CONNECTION_ERRORS", "safe_url"]
+__all__ = ["EventBus", "Consumer", "ConcurrentConsumer", "Delivery", "DLQ_HEADERS", "CONNECTION_ERRORS", "safe_url",
+           "server_urls"]
 
 log = logging.getLogger("rlanything.bus")
 
@@ -73,14 +74,24 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     nats.errors.StaleConnectionError,
     nats.errors.OutboundBufferLimitError,
     nats.errors.NoServersError,
+    ServiceUnavailableError,  # 503: in a cluster, a stream or consumer electing a new leader after a node was lost
 )
-"""What a NATS call raises while the server is slow, hung or away: a periodic task retries these
-(the link watch decides when the process gives up) instead of ending the process."""
+"""What a NATS call raises while the server is slow, hung or away (or, in a cluster, while a stream
+elects a new leader): a periodic task retries these (the link watch decides when the process gives
+up) instead of ending the process."""
+
+
+def server_urls(url: str) -> list[str]:
+    """The server URLs of ``nats.url``: one URL, or several comma-separated (the nodes of a cluster;
+    the client connects to one of them and moves to another when that one is lost)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
 
 
 def safe_url(url: str) -> str:
     """``url`` without its user and password (``nats://user:secret@nats:4222`` → ``nats://nats:4222``),
-    for logs and error messages."""
+    for logs and error messages; each of several comma-separated URLs likewise."""
+    if "," in url:
+        return ",".join(safe_url(part) for part in server_urls(url))
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url
@@ -158,7 +169,7 @@ class EventBus:
         try:
             # Unbounded reconnects here: the budget is a time (LinkState), kept by watch_link.
             nc = await asyncio.wait_for(nats.connect(
-                nats_cfg.url, name=name, connect_timeout=nats_cfg.connect_timeout_s, allow_reconnect=True,
+                server_urls(nats_cfg.url), name=name, connect_timeout=nats_cfg.connect_timeout_s, allow_reconnect=True,
                 max_reconnect_attempts=-1, reconnect_time_wait=nats_cfg.reconnect_time_wait_s,
                 ping_interval=nats_cfg.ping_interval_s, max_outstanding_pings=nats_cfg.max_outstanding_pings,
                 drain_timeout=2 * nats_cfg.connect_timeout_s, error_cb=on_error,
@@ -339,11 +350,19 @@ class Consumer(Generic[M]):
             await sub.unsubscribe()
 
     async def fetch(self) -> list[Msg]:
-        """One pull request: up to ``fetch_batch`` messages, [] when none came in ``fetch_timeout_s``."""
+        """One pull request: up to ``fetch_batch`` messages, [] when none came in ``fetch_timeout_s``.
+
+        Also [] (after waiting ``fetch_timeout_s``) when the server answers 503, no responders: in a
+        cluster, while the consumer elects a new leader after its node was lost (a few seconds).
+        """
         assert self._sub is not None, "call setup() first"
         try:
             return await self._sub.fetch(self.config.fetch_batch, timeout=self.config.fetch_timeout_s)
         except (FetchTimeoutError, asyncio.TimeoutError, nats.errors.TimeoutError):
+            return []
+        except ServiceUnavailableError:
+            log.debug("consumer has no leader yet; retrying", extra={"stream": self.stream, "durable": self.durable})
+            await asyncio.sleep(self.config.fetch_timeout_s)
             return []
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -71,7 +71,8 @@ class VersionStore:
     @classmethod
     async def open(cls, bus: EventBus) -> "VersionStore":
         """Open (or create) the ``models`` bucket."""
-        return cls(bus, await ProtoBucket.open(bus.js, Buckets.MODELS.name(), ModelVersion))
+        return cls(bus, await ProtoBucket.open(bus.js, Buckets.MODELS.name(), ModelVersion,
+                                                    replicas=bus.nats_cfg.stream_replicas))
 
     async def latest(self, role: str) -> ModelVersion | None:
         """The newest announced version of ``role`` ("policy" or "reward"), or None."""

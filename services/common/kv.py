@@ -71,13 +71,15 @@ def escape_id(raw: str) -> str:
     return check_key(escaped)
 
 
-async def open_bucket(js: JetStreamContext, name: str, history: int = 1, ttl_s: float = 0.0) -> KeyValue:
+async def open_bucket(js: JetStreamContext, name: str, history: int = 1, ttl_s: float = 0.0,
+                      replicas: int = 1) -> KeyValue:
     """Open bucket ``name``, creating it when missing (safe when several processes race); a new
-    bucket's entries expire after ``ttl_s`` seconds (0 = never)."""
+    bucket's entries expire after ``ttl_s`` seconds (0 = never) and are stored on ``replicas``
+    nodes of the cluster (services pass ``nats.stream_replicas``)."""
     try:
         return await js.key_value(name)
     except BucketNotFoundError:
-        return await js.create_key_value(bucket=name, history=history, ttl=ttl_s or None)
+        return await js.create_key_value(bucket=name, history=history, ttl=ttl_s or None, replicas=replicas)
 
 
 class ProtoBucket:
@@ -88,9 +90,10 @@ class ProtoBucket:
         self.message_type = message_type
 
     @classmethod
-    async def open(cls, js: JetStreamContext, name: str, message_type: type[M], history: int = 1) -> "ProtoBucket":
-        """Open (or create) bucket ``name`` holding ``message_type`` values."""
-        return cls(await open_bucket(js, name, history), message_type)
+    async def open(cls, js: JetStreamContext, name: str, message_type: type[M], history: int = 1,
+                   replicas: int = 1) -> "ProtoBucket":
+        """Open (or create, on ``replicas`` nodes) bucket ``name`` holding ``message_type`` values."""
+        return cls(await open_bucket(js, name, history, replicas=replicas), message_type)
 
     async def get(self, key: str) -> tuple[Message | None, int]:
         """The value at ``key`` and its revision; ``(None, 0)`` when absent or deleted."""

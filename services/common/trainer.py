@@ -242,7 +242,8 @@ class Trainer:
                    mode: str = "sync", min_samples_async: int = 64, max_staleness: int | None = None,
                    live_max_staleness: int | None = None) -> "Trainer":
         """A trainer over ``store`` with its trained-batch bucket ``<role>_trained`` (created if missing)."""
-        trained = await ProtoBucket.open(bus.js, Buckets.TRAINED.name(role=role), ModelVersion)
+        trained = await ProtoBucket.open(bus.js, Buckets.TRAINED.name(role=role), ModelVersion,
+                                         replicas=bus.nats_cfg.stream_replicas)
         return cls(role, learner, versions, store, trained, mode, min_samples_async, max_staleness, live_max_staleness)
 
     async def ensure_initial_version(self, source_uri: str = "") -> None:

@@ -64,8 +64,8 @@ class CriticService(Service):
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
-        self.groups = await GroupStore.open(bus.js, self.cfg.groups_bucket)
-        self.stats = await StatsStore.open(bus.js, self.cfg.stats_bucket)
+        self.groups = await GroupStore.open(bus.js, self.cfg.groups_bucket, replicas=bus.nats_cfg.stream_replicas)
+        self.stats = await StatsStore.open(bus.js, self.cfg.stats_bucket, replicas=bus.nats_cfg.stream_replicas)
         policy = await self.stats.load(self.ledger)
         self.latest_policy_version = None if policy is None else int(policy.version)
         self.open = await self.groups.load()
@@ -80,7 +80,8 @@ class CriticService(Service):
         self.log.info("critic state loaded", extra={"closed_groups": len(self.ledger.reports),
                                                     "open_groups": len(self.open)})
         self.background.append(asyncio.create_task(self._sweep_timeouts(), name="group-timeouts"))
-        self.live = LiveCritic(await open_bucket(bus.js, self.cfg.live.baselines_bucket), self.cfg, bus)
+        self.live = LiveCritic(await open_bucket(bus.js, self.cfg.live.baselines_bucket,
+                                                     replicas=bus.nats_cfg.stream_replicas), self.cfg, bus)
         self.live.latest_policy_version = self.latest_policy_version or 0
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:

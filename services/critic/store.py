@@ -54,9 +54,9 @@ class GroupStore:
         self.kv = kv
 
     @classmethod
-    async def open(cls, js: JetStreamContext, name: str) -> "GroupStore":
-        """Open (or create) bucket ``name``, history 1."""
-        return cls(await open_bucket(js, name, history=1))
+    async def open(cls, js: JetStreamContext, name: str, replicas: int = 1) -> "GroupStore":
+        """Open (or create, on ``replicas`` nodes) bucket ``name``, history 1."""
+        return cls(await open_bucket(js, name, history=1, replicas=replicas))
 
     async def put(self, judged: JudgedTrajectory) -> None:
         """Store one rollout (overwrites the same rollout of the same job)."""
@@ -88,9 +88,9 @@ class StatsStore:
         self.kv = kv
 
     @classmethod
-    async def open(cls, js: JetStreamContext, name: str) -> "StatsStore":
-        """Open (or create) bucket ``name``, history 1."""
-        return cls(await open_bucket(js, name, history=1))
+    async def open(cls, js: JetStreamContext, name: str, replicas: int = 1) -> "StatsStore":
+        """Open (or create, on ``replicas`` nodes) bucket ``name``, history 1."""
+        return cls(await open_bucket(js, name, history=1, replicas=replicas))
 
     async def put_closed(self, report: TaskReport, stats: RoundMetrics) -> None:
         """Store a closed group: statistics first, then the report that marks the job closed."""

@@ -57,10 +57,11 @@ class EnvService(Service):
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus
-        self.pool = TaskPool(await ProtoBucket.open(bus.js, self.cfg.pool_bucket, TaskSlot), self.families)
+        self.pool = TaskPool(await ProtoBucket.open(bus.js, self.cfg.pool_bucket, TaskSlot, replicas=bus.nats_cfg.stream_replicas), self.families)
         state = await ProtoBucket.open(bus.js, Buckets.ENV_SCHEDULER.name(pool_bucket=self.cfg.pool_bucket),
-                                       SchedulerState)
-        models = await ProtoBucket.open(bus.js, Buckets.ENV_MODELS.name(pool_bucket=self.cfg.pool_bucket), ModelVersion)
+                                       SchedulerState, replicas=bus.nats_cfg.stream_replicas)
+        models = await ProtoBucket.open(bus.js, Buckets.ENV_MODELS.name(pool_bucket=self.cfg.pool_bucket), ModelVersion,
+                                        replicas=bus.nats_cfg.stream_replicas)
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
                                    self.pool_ready, self.config.loop,
                                    accept_band=(self.cfg.adaptation.band_low, self.cfg.adaptation.band_high),
@@ -70,11 +71,12 @@ class EnvService(Service):
         """``loop.reproducible``: the open round's reports, applied in one order once all are in."""
         if self.config.loop.reproducible:
             self.held = HeldReports(await ProtoBucket.open(
-                bus.js, Buckets.ENV_HELD.name(pool_bucket=self.cfg.pool_bucket), TaskReport))
+                bus.js, Buckets.ENV_HELD.name(pool_bucket=self.cfg.pool_bucket), TaskReport,
+                replicas=bus.nats_cfg.stream_replicas))
         self.live: LiveTasks | None = None
         live_family = self.families.get("live")
         if isinstance(live_family, LiveFamily):  # tasks from a product's real failures (ingest)
-            self.live = LiveTasks(await open_bucket(bus.js, Buckets.LIVE_TASKS.name()), live_family, self.pool,
+            self.live = LiveTasks(await open_bucket(bus.js, Buckets.LIVE_TASKS.name(), replicas=bus.nats_cfg.stream_replicas), live_family, self.pool,
                                   self.cfg.live_heldout_every)
             loaded = await self.live.load()
             self.background.append(asyncio.create_task(self.live.refresh_loop(), name="live-tasks"))
@@ -83,7 +85,8 @@ class EnvService(Service):
         code_family = self.families.get("code")
         if isinstance(code_family, CodeFamily) and any(f.type == "code" and f.proposer == "model"
                                                        for f in self.cfg.families):  # written problems
-            self.code_tasks = CodeTasks(await open_bucket(bus.js, Buckets.CODE_PROBLEMS.name()), code_family)
+            self.code_tasks = CodeTasks(await open_bucket(bus.js, Buckets.CODE_PROBLEMS.name(),
+                                                       replicas=bus.nats_cfg.stream_replicas), code_family)
             loaded = await self.code_tasks.load()
             self.background.append(asyncio.create_task(self.code_tasks.refresh_loop(), name="code-problems"))
             self.log.info("written code problems loaded", extra={"problems": loaded})

@@ -94,14 +94,15 @@ class IngestShell:
     @classmethod
     async def open(cls, cfg: IngestServiceConfig, bus: EventBus) -> "IngestShell":
         """Open (or create) the episode and orphan-feedback buckets."""
-        episodes = await ProtoBucket.open(bus.js, cfg.episodes_bucket, EpisodeRecord)
+        episodes = await ProtoBucket.open(bus.js, cfg.episodes_bucket, EpisodeRecord, replicas=bus.nats_cfg.stream_replicas)
         orphans = None
         if cfg.orphan_feedback_wait_s > 0:
-            kv = await open_bucket(bus.js, cfg.feedback_bucket, ttl_s=cfg.orphan_feedback_wait_s)
+            kv = await open_bucket(bus.js, cfg.feedback_bucket, ttl_s=cfg.orphan_feedback_wait_s, replicas=bus.nats_cfg.stream_replicas)
             orphans = ProtoBucket(kv, Feedback)
         wait_s = cfg.idle_close_s + cfg.settle_window_s + cfg.orphan_feedback_wait_s
-        captures = ProtoBucket(await open_bucket(bus.js, cfg.captures_bucket, ttl_s=wait_s), CapturedCompletion)
-        epochs = await open_bucket(bus.js, Buckets.INGEST_ERASURES.name(episodes_bucket=cfg.episodes_bucket))
+        captures = ProtoBucket(await open_bucket(bus.js, cfg.captures_bucket, ttl_s=wait_s, replicas=bus.nats_cfg.stream_replicas), CapturedCompletion)
+        epochs = await open_bucket(bus.js, Buckets.INGEST_ERASURES.name(episodes_bucket=cfg.episodes_bucket),
+                                   replicas=bus.nats_cfg.stream_replicas)
         return cls(cfg, bus, episodes, orphans, captures, epochs=epochs)
 
     # ---- erasure epochs -------------------------------------------------------------------------

@@ -71,7 +71,8 @@ class PolicyService(Service):
             if learner is None:  # a following rank: rank 0 consumes the events
                 self.trains = False
             else:
-                store = await ProtoBucket.open(bus.js, Buckets.POLICY_SAMPLES.name(), PolicySampleBatch)
+                store = await ProtoBucket.open(bus.js, Buckets.POLICY_SAMPLES.name(), PolicySampleBatch,
+                                               replicas=bus.nats_cfg.stream_replicas)
                 self.trainer = await Trainer.open(bus, "policy", learner, self.versions, store,
                                                   mode=self.config.loop.mode,
                                                   min_samples_async=self.cfg.ppo.min_samples_async,

@@ -82,7 +82,8 @@ class RewardService(Service):
             if learner is None:  # a following rank: rank 0 consumes the events
                 self.trains = False
             else:
-                store = await ProtoBucket.open(bus.js, Buckets.REWARD_SAMPLES.name(), RewardSampleBatch)
+                store = await ProtoBucket.open(bus.js, Buckets.REWARD_SAMPLES.name(), RewardSampleBatch,
+                                               replicas=bus.nats_cfg.stream_replicas)
                 self.trainer = await Trainer.open(bus, "reward", learner, self.versions, store,
                                                   mode=self.config.loop.mode,
                                                   min_samples_async=self.cfg.ppo.min_samples_async)
@@ -92,7 +93,7 @@ class RewardService(Service):
             shadow = self.cfg.shadow
             bucket = (Buckets.REWARD_SHADOW_JUDGED.name(judged_bucket=self.cfg.judged_bucket, shadow=shadow) if shadow
                       else self.cfg.judged_bucket)
-            self.marks = await JudgedMarks.open(bus.js, bucket)
+            self.marks = await JudgedMarks.open(bus.js, bucket, replicas=bus.nats_cfg.stream_replicas)
             self.handler = TrajectoryJudger(bus, self.batcher, self.marks, self.cfg.votes, self.cfg.temperature,
                                             judge_eval=self.cfg.judge_eval, shadow=shadow)
             if self.judge.trainable and not shadow:  # a shadow keeps the model it was given

@@ -94,9 +94,9 @@ class JudgedMarks:
         self.kv = kv
 
     @classmethod
-    async def open(cls, js: JetStreamContext, bucket: str) -> "JudgedMarks":
-        """Open (or create, with a TTL of `MARK_TTL_S`) the marks bucket."""
-        return cls(await open_bucket(js, bucket, history=1, ttl_s=MARK_TTL_S))
+    async def open(cls, js: JetStreamContext, bucket: str, replicas: int = 1) -> "JudgedMarks":
+        """Open (or create, with a TTL of `MARK_TTL_S`, on ``replicas`` nodes) the marks bucket."""
+        return cls(await open_bucket(js, bucket, history=1, ttl_s=MARK_TTL_S, replicas=replicas))
 
     async def seen(self, trajectory_id: str) -> bool:
         """Whether ``trajectory_id`` was judged and published already."""

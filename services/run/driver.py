@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from services.common.bus import server_urls
 from services.common.config import RunConfig, dump_config, load_config
 from services.common.errors import ServiceFailedError
 from services.common.topology import Consumers
@@ -76,7 +77,7 @@ async def _follow(config: RunConfig, launcher: Launcher, run_dir: Path, console:
     url = await asyncio.to_thread(launcher.start_nats)
     done = read_rounds(run_dir / "metrics.jsonl")
     progress = RunProgress(first_round=len(done))  # the followers replay the store: a resume sees every round
-    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+    nc = await nats.connect(server_urls(url), max_reconnect_attempts=-1, reconnect_time_wait=0.5)
     feed = await subscribe_progress(nc, progress)
     recorder = await record_events(nc, run_dir) if config.logging.events else None
     await asyncio.to_thread(launcher.start_services)

@@ -1,6 +1,8 @@
 """`rlanything up`: the embedded system on one machine, each service in its own process.
 
-Starts `nats-server -js` on a free loopback port with a temporary store, writes the resolved
+Starts `nats-server -js` on a free loopback port with a temporary store (or, with
+``launcher.nats_cluster_size`` 3 or 5, a JetStream cluster of that many servers joined by routes,
+each on its own free ports and store, and each node supervised like a service), writes the resolved
 config (with the chosen ports) into the run directory, starts `python -m services.<name>
 --config runs/<id>/config.yaml` for each service with its output in `runs/<id>/logs/`, waits for
 every gRPC health check to say SERVING, then supervises: a service (or the NATS server) that
@@ -28,14 +30,17 @@ from rich.console import Console
 from rich.table import Table
 
 from services.common.config import RunConfig, dump_config
-from services.common.errors import ServiceFailedError
+from services.common.errors import ConfigError, ServiceFailedError
 from services.common.grpc_runtime import check_health_sync
-from services.common.nats_server import NatsServer, free_port
+from services.common.nats_server import NatsCluster, NatsServer, free_port
 from services.common.service_start import Started, exited_error, start_service, wait_serving
 from services.run.sources import fill_tiny_sources
 from services.run.supervision import HealthWatch, Restart, RestartBook
 
-__all__ = ["Launcher", "ServiceProcess", "new_run_dir"]
+__all__ = ["Launcher", "ServiceProcess", "new_run_dir", "REPLICATED"]
+
+REPLICATED = {"rollout": "policy", "judge": "reward"}
+"""Roles ``launcher.replicas`` can run several processes of → the service each is a role of."""
 
 def new_run_dir(runs_dir: str | Path, name: str) -> Path:
     """Create ``runs_dir/<name>-<UTC timestamp>/`` (with a ``logs/`` sub-folder) and return it."""
@@ -76,7 +81,8 @@ class Launcher:
         self.persistent_nats = persistent_nats
         """Keep the JetStream store in ``run_dir/nats`` (so `rlanything run --resume` finds its state)."""
         self.console = console or Console(stderr=True)
-        self.nats: NatsServer | None = None
+        self.cluster: NatsCluster | None = None
+        """The NATS server(s): one node, or the ``launcher.nats_cluster_size`` nodes of a cluster."""
         self.services: list[ServiceProcess] = []
         self._stop_requested: int | None = None
         policy = config.launcher.restart.model_copy(update={"enabled": False} if fail_fast else {})
@@ -84,7 +90,24 @@ class Launcher:
         """Every restart so far (`RestartBook.restarts`), for the progress display and the report."""
         self._config_path: Path | None = None
         self._config_paths: dict[str, Path] = {}
-        """Config files of processes that do not read the run's (the shadow judge)."""
+        """Config files of processes that do not read the run's (the shadow judge, role replicas)."""
+        self._modules: dict[str, str] = {"shadow": "reward"}
+        """Process name → the service module it runs, where they differ (``python -m services.<module>``)."""
+
+    @property
+    def nats(self) -> NatsServer | None:
+        """The first NATS node (the only one unless ``launcher.nats_cluster_size`` > 1); None before `start_nats`."""
+        return self.cluster.nodes[0] if self.cluster else None
+
+    @property
+    def nats_url(self) -> str:
+        """Every NATS node's URL, comma-separated (what the services get as ``nats.url``)."""
+        assert self.cluster is not None, "start_nats() first"
+        return self.cluster.url
+
+    def _node_name(self, node: NatsServer) -> str:
+        """``nats`` for a single server, ``nats-n<i>`` for a cluster's node (restarts, logs, the manifest)."""
+        return f"nats-{node.server_name}" if node.server_name else "nats"
 
     def start(self) -> None:
         """Start NATS and every service, then wait until all report SERVING.
@@ -96,19 +119,30 @@ class Launcher:
         self.start_services()
 
     def start_nats(self) -> str:
-        """Start the NATS server; returns its URL."""
+        """Start the NATS server, or the nodes of a cluster (``launcher.nats_cluster_size``); returns the
+        URL(s) the services connect with (comma-separated for a cluster).
+
+        Raises:
+            ConfigError: ``nats.stream_replicas`` is larger than ``launcher.nats_cluster_size`` (JetStream
+                could not place the replicas: every stream would fail to be created).
+            ServiceFailedError: a node did not start, or the cluster elected no JetStream leader in time.
+        """
+        size, replicas = self.config.launcher.nats_cluster_size, self.config.nats.stream_replicas
+        if replicas > size:
+            raise ConfigError(f"nats.stream_replicas={replicas} is more than launcher.nats_cluster_size={size}: "
+                              "a stream cannot have more replicas than the cluster has servers")
         store = self.run_dir / "nats" if self.persistent_nats else None
-        self.nats = NatsServer(store_dir=store, log_path=self.run_dir / "logs" / "nats.log",
-                               max_payload=self.config.limits.max_message_bytes,
-                               sync_interval=self.config.launcher.nats_sync_interval).start()
-        return self.nats.url
+        self.cluster = NatsCluster(size, store_root=store, log_dir=self.run_dir / "logs",
+                                   max_payload=self.config.limits.max_message_bytes,
+                                   sync_interval=self.config.launcher.nats_sync_interval).start()
+        return self.cluster.url
 
     def start_services(self) -> None:
         """Write the resolved config and start every service; wait until all report SERVING."""
-        assert self.nats is not None, "start_nats() first"
+        assert self.cluster is not None, "start_nats() first"
         fill_tiny_sources(self.config, list(self.config.launcher.services))
         data = self.config.model_dump(mode="json")
-        data["nats"]["url"] = self.nats.url
+        data["nats"]["url"] = self.cluster.url
         for name in self.config.launcher.services:
             server = data[name]["server"]
             server["host"] = "127.0.0.1"
@@ -133,6 +167,7 @@ class Launcher:
                                                 server_cfg.metrics_port, log_path, self._spawn(name, log_path)))
         if self.config.launcher.shadow_judge:
             self._start_shadow(data)
+        self._start_replicas(resolved)
         self._wait_healthy(self.config.launcher.health_timeout_s)
         now = time.monotonic()
         for svc in self.services:
@@ -159,10 +194,38 @@ class Launcher:
         self.services.append(ServiceProcess("shadow", f"127.0.0.1:{shadow.server.grpc_port}",
                                             shadow.server.metrics_port, log_path, self._spawn("shadow", log_path)))
 
+    def _start_replicas(self, resolved: RunConfig) -> None:
+        """Start the extra processes of ``launcher.replicas``: ``rollout-<i>`` (policy, role rollout) and
+        ``judge-<i>`` (reward, role judge) for i = 2..N, each on free gRPC, metrics (and OpenAI) ports,
+        with its own config file beside the run's.
+
+        Raises:
+            ConfigError: a role is replicated whose service is not in ``launcher.services``.
+        """
+        base = resolved.model_dump(mode="json")
+        for role, count in sorted(self.config.launcher.replicas.items()):
+            module = REPLICATED[role]
+            if count > 1 and module not in self.config.launcher.services:
+                raise ConfigError(f"launcher.replicas.{role}={count} needs {module} in launcher.services")
+            for i in range(2, count + 1):
+                name = f"{role}-{i}"
+                section = {**base[module], "role": role,
+                           "server": {**base[module]["server"], "grpc_port": free_port(), "metrics_port": free_port()}}
+                if module == "policy":
+                    section["openai_port"] = free_port()
+                path = self.run_dir / f"config.{name}.yaml"
+                path.write_text(dump_config(RunConfig.model_validate({**base, module: section})))
+                self._config_paths[name], self._modules[name] = path, module
+                log_path = self.run_dir / "logs" / f"{name}.log"
+                self.services.append(ServiceProcess(name, f"127.0.0.1:{section['server']['grpc_port']}",
+                                                    section["server"]["metrics_port"], log_path,
+                                                    self._spawn(name, log_path)))
+
     def _spawn(self, name: str, log_path: Path) -> subprocess.Popen[bytes]:
-        """Start ``python -m services.<name>`` (the shadow judge: ``services.reward``) on its config."""
+        """Start ``python -m services.<module>`` on its config (the shadow judge and a judge replica run
+        ``services.reward``, a rollout replica ``services.policy``)."""
         assert self._config_path is not None
-        return start_service("reward" if name == "shadow" else name, self._config_paths.get(name, self._config_path),
+        return start_service(self._modules.get(name, name), self._config_paths.get(name, self._config_path),
                              log_path, detached=True)
 
     def _wait_healthy(self, timeout_s: float) -> None:
@@ -191,15 +254,17 @@ class Launcher:
         """
         now = time.monotonic() if now_s is None else now_s
         made: list[Restart] = []
-        if self.nats is not None and self.nats.proc is not None and self.nats.proc.poll() is not None:
-            code = self.nats.proc.returncode
-            at = self.book.exited("nats", code, now)
+        for node in self.cluster.nodes if self.cluster else []:
+            if node.proc is None or node.proc.poll() is None:
+                continue
+            code, name = node.proc.returncode, self._node_name(node)
+            at = self.book.exited(name, code, now)
             if at is None:
-                raise ServiceFailedError(f"nats-server exited with code {code} "
-                                         f"(restarts used: {self.book.count('nats')}); log {self.run_dir / 'logs' / 'nats.log'}")
-            if now >= at:  # same port, same store: clients reconnect, streams and consumers are kept
-                self.nats.start()
-                made.append(self._note(self.book.restarted("nats", now)))
+                raise ServiceFailedError(f"nats-server {name} exited with code {code} "
+                                         f"(restarts used: {self.book.count(name)}); log {node.log_path}")
+            if now >= at:  # same ports, same store: clients reconnect; a cluster node catches up from its peers
+                node.start()
+                made.append(self._note(self.book.restarted(name, now)))
         for svc in self.services:
             code = svc.proc.poll()  # reaps an exited process: from here on its PID is gone
             if code is None:
@@ -266,11 +331,14 @@ class Launcher:
         return out
 
     def _write_manifest(self, quiet: bool = False) -> None:
-        assert self.nats is not None
+        assert self.cluster is not None and self.nats is not None
         manifest = {
             "run_dir": str(self.run_dir),
-            "nats_url": self.nats.url,
+            "nats_url": self.cluster.url,
             "nats_pid": self.nats.proc.pid if self.nats.proc else None,
+            "nats_nodes": {self._node_name(n): {"url": n.url, "pid": n.proc.pid if n.proc else None,
+                                                "server_name": n.server_name, "monitor_port": n.monitor_port,
+                                                "log": str(n.log_path)} for n in self.cluster.nodes},
             "launcher_pid": os.getpid(),
             "services": {s.name: {"address": s.address, "metrics_port": s.metrics_port,
                                   "pid": s.proc.pid, "log": str(s.log_path)} for s in self.services},
@@ -284,8 +352,8 @@ class Launcher:
         table = Table(title=f"RLAnything up — {self.run_dir}")
         for col in ("service", "gRPC", "metrics", "pid", "log"):
             table.add_column(col)
-        table.add_row("nats", self.nats.url, "", str(self.nats.proc.pid if self.nats.proc else ""),
-                      str(self.run_dir / "logs" / "nats.log"))
+        for node in self.cluster.nodes:
+            table.add_row(self._node_name(node), node.url, "", str(node.proc.pid if node.proc else ""), str(node.log_path))
         for s in self.services:
             table.add_row(s.name, s.address, f"http://127.0.0.1:{s.metrics_port}/metrics", str(s.proc.pid),
                           str(s.log_path))
@@ -325,5 +393,5 @@ class Launcher:
                 self.console.print(f"[yellow]{s.name} did not stop in time; killing[/yellow]")
                 s.proc.kill()
                 s.proc.wait()
-        if self.nats:
-            self.nats.stop()
+        if self.cluster:
+            self.cluster.stop()

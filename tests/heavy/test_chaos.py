@@ -302,6 +302,81 @@ def test_resume_after_kill_9_of_the_whole_machine(tmp_path: Path, cold: Path) ->
     assert_exact_counts(rounds)
 
 
+CLUSTER = ["--set", "launcher.nats_cluster_size=3", "--set", "nats.stream_replicas=3", "--set", "policy.openai_port=0"]
+"""A local three-node JetStream cluster with every stream and KV bucket replicated on all three (and the
+OpenAI port on a free port, not 8000: other runs on a shared machine may hold it)."""
+NODE_DOWN_S = 10.0
+"""Seconds the killed node stays down (the launcher's restart back-off): the run goes on with 2 of 3."""
+
+
+async def _replicas_and_leader(url: str) -> tuple[dict[str, int], str]:
+    """(replicas of every stream, KV buckets' ``KV_*`` streams included; the JOBS stream's leader)."""
+    nc = await nats.connect(url.split(","))
+    try:
+        js = nc.jetstream()
+        replicas = {info.config.name: info.config.num_replicas for info in await js.streams_info()}
+        leader = (await js.stream_info("JOBS")).cluster.leader
+    finally:
+        await nc.close()
+    return replicas, leader
+
+
+async def _stored_trajectories(url: str) -> int:
+    """Messages in the TRAJ stream (trajectories and judgements) as the nodes still up report them."""
+    nc = await nats.connect(url.split(","), connect_timeout=2)
+    try:
+        return int((await nc.jetstream().stream_info("TRAJ")).state.messages)
+    finally:
+        await nc.close()
+
+
+def test_run_survives_kill_9_of_a_nats_node_of_three(tmp_path: Path, cold: Path) -> None:
+    """Three NATS nodes, streams and buckets x3: `kill -9` of the node leading the JOBS stream in round
+    1. JetStream elects new leaders on the two left (a quorum: 2 of 3), the services' connections move
+    to them, the run goes on while the node is down and completes with exact counts."""
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir),
+                             "--set", f"launcher.restart.backoff_s={NODE_DOWN_S:g}", *CLUSTER],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_rounds(run_dir, proc, 1)  # round 1 in flight
+        manifest = _manifest(run_dir)
+        replicas, leader = asyncio.run(_replicas_and_leader(manifest["nats_url"]))
+        assert len(manifest["nats_nodes"]) == 3 and len(manifest["nats_url"].split(",")) == 3
+        assert {"JOBS", "TRAJ", "SAMPLES", "KV_models"} <= set(replicas), replicas
+        assert set(replicas.values()) == {3}, f"streams or buckets not replicated x3: {replicas}"
+        victim = f"nats-{leader}"
+        os.kill(manifest["nats_nodes"][victim]["pid"], signal.SIGKILL)
+        killed_at = time.monotonic()
+        recorded = len(rounds_of(run_dir))
+        assert recorded < 3, "every round was recorded before the kill: the test proves nothing"
+        time.sleep(1.0)  # the streams led by the killed node elect new leaders
+        traj_after_kill = asyncio.run(_stored_trajectories(manifest["nats_url"]))
+        time.sleep(max(0.0, killed_at + NODE_DOWN_S - 1.5 - time.monotonic()))
+        traj_before_restart = asyncio.run(_stored_trajectories(manifest["nats_url"]))
+        assert _manifest(run_dir)["nats_nodes"][victim]["pid"] == manifest["nats_nodes"][victim]["pid"], "restarted early"
+        assert traj_before_restart > traj_after_kill, "no trajectory or judgement stored while 2 of 3 nodes were up"
+        assert proc.wait(timeout=900) == 0, proc.stderr.read()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    wall_s = time.monotonic() - started
+    err = proc.stderr.read()
+    rounds = rounds_of(run_dir)
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    assert_exact_counts(rounds)  # nothing lost, nothing judged or trained twice
+    assert f"restarted {victim} after exit code -9" in err, err[-3000:]
+    assert sum(r["launcher/restarts"] for r in rounds) == 1, err[-3000:]
+    report("Three-node NATS cluster: kill -9 of one node of 3 (the JOBS stream's leader) in round 1",
+           rounds, f"`launcher.nats_cluster_size=3`, `nats.stream_replicas=3`: every stream and KV bucket "
+           f"({len(replicas)}) on all three nodes. {victim} was killed {killed_at - started:.0f} s into the run "
+           f"with {recorded} round(s) recorded and stayed down {NODE_DOWN_S:g} s (the launcher's back-off); on the 2 "
+           f"nodes left the TRAJ stream grew from {traj_after_kill} to {traj_before_restart} messages (trajectories "
+           f"and judgements) in that time. Each round's counts are those of an uninterrupted run. "
+           f"Run wall time {wall_s:.0f} s (the launcher's own; same machine, 2 cores shared).")
+
+
 HANG_S = 60.0
 """How long the NATS server stays SIGSTOPped (hung: its port accepts connections, nothing answers)."""
 HANGS = {

@@ -41,6 +41,7 @@ OVERLAYS: dict[str, Path] = {
     "vllm-policy": K8S_DIR / "overlays" / "vllm-policy",
     "custom-critic": K8S_DIR / "overlays" / "custom-critic",
     "sharded-trainers": K8S_DIR / "overlays" / "sharded-trainers",
+    "ha": K8S_DIR / "overlays" / "ha",
 }
 """Every kustomization a user can apply, by short name."""
 
@@ -69,6 +70,10 @@ EXTRA_WORKLOADS: dict[str, dict[str, tuple[str | None, str | None]]] = {
 
 SHARDED: dict[str, set[str]] = {"sharded-trainers": {"policy-trainer", "reward-trainer"}}
 """Overlay -> the roles it runs as multi-pod torchrun jobs (StatefulSets of rank pods, not Deployments)."""
+
+
+CLUSTERED_NATS: set[str] = {"ha"}
+"""Overlays whose NATS is a three-node JetStream cluster (components/ha-nats): routes on port 6222."""
 
 
 def roles_of(overlay: str) -> dict[str, tuple[str, str | None]]:

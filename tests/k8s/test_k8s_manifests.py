@@ -37,7 +37,7 @@ from tests.k8s.kube import (
 
 ALL = sorted(OVERLAYS)
 GPU_OVERLAYS = ["default", "autoscale", "openai-judge", "monitoring", "shadow-judge", "remote-env", "vllm-policy",
-                "custom-critic", "sharded-trainers"]
+                "custom-critic", "sharded-trainers", "ha"]
 SCALABLE = {"env", "policy-rollout", "reward-judge"}
 """Roles whose replica count belongs to `kubectl scale` / KEDA (no `replicas` in the manifest)."""
 SINGLETONS = {"policy-trainer", "reward-trainer", "critic"}
@@ -251,7 +251,8 @@ def test_nats_config_agrees_with_its_statefulset_and_service(overlay: str) -> No
     assert args[:1] == ["--config"], args
     cm_name, key = _mounted_file(manifests, nats, container, args[1])
     conf = manifests.configmap_data(cm_name)[key]
-    setting = {m.group(1): m.group(2) for m in re.finditer(r"^\s*(\w+):\s*(\S+)", conf, re.M)}
+    outside_cluster = re.sub(r"^cluster\s*\{.*?^\}", "", conf, flags=re.M | re.S)  # its port is the routes' (ha)
+    setting = {m.group(1): m.group(2) for m in re.finditer(r"^\s*(\w+):\s*(\S+)", outside_cluster, re.M)}
     ports = named_ports(container)
     assert int(setting["port"]) == ports["client"] == 4222
     assert int(setting["http_port"]) == ports["monitor"]

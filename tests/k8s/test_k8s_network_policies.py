@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.k8s.kube import (
+    CLUSTERED_NATS,
     NAMESPACE,
     OVERLAYS,
     ROLES,
@@ -30,6 +31,8 @@ def _expected_in_namespace(src: str, dst: str, port: int, overlay: str = "defaul
     """The pod-to-pod flows of the architecture (README) inside the namespace."""
     if src == dst and src in SHARDED.get(overlay, set()):
         return True  # rank pods of one sharded trainer: rendezvous 29500 and NCCL's ephemeral ports
+    if src == dst == "nats" and port == 6222:
+        return overlay in CLUSTERED_NATS  # components/ha-nats: the routes between the NATS nodes
     if dst == "nats":
         return port == 4222 and (src in ROLES or src == "reward-judge-shadow")  # every service -> the event bus
     if dst == "user-env":
@@ -42,6 +45,8 @@ def _expected_in_namespace(src: str, dst: str, port: int, overlay: str = "defaul
 def _expected_ingress(src: str, dst: str, port: int, overlay: str = "default") -> bool:
     """What each destination admits on its own (defence in depth: not relying on the sender's egress)."""
     if dst == "nats":
+        if port == 6222:
+            return src == "nats" and overlay in CLUSTERED_NATS  # the routes, from NATS pods only
         return port == 4222  # every pod labelled part-of=rlanything (NATS itself included)
     if dst == "policy-rollout":
         return port == 8000  # products anywhere in the namespace

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["StrictModel", "NatsConfig", "ConsumerConfig", "LimitsConfig", "MAX_MESSAGE_BYTES", "ServerConfig", "ServiceConfig", "LoopConfig", "SERVICE_NAMES"]
 
@@ -20,12 +20,15 @@ class StrictModel(BaseModel):
 class NatsConfig(StrictModel):
     """Where the NATS JetStream server is and how streams are set up."""
 
-    url: str = Field("nats://127.0.0.1:4222", description="NATS server URL.")
+    url: str = Field("nats://127.0.0.1:4222", description="NATS server URL, or the URLs of a cluster's nodes "
+                                                          "comma-separated (the client uses any node that is up).")
     connect_timeout_s: float = Field(5.0, gt=0, description="Seconds to wait for a connection.")
     duplicate_window_s: float = Field(
         120.0, gt=0, description="Seconds during which a repeated Nats-Msg-Id is dropped."
     )
-    stream_replicas: int = Field(1, ge=1, le=5, description="JetStream replicas per stream.")
+    stream_replicas: int = Field(
+        1, ge=1, le=5, description="JetStream replicas of every stream and KV bucket (at most the cluster's size; 3 "
+                                   "on a 3-node cluster: writes go on while 2 of the 3 nodes are up, docs/high-availability.md).")
     ping_interval_s: float = Field(
         10.0, gt=0, description="Seconds between the client's PINGs to the server (nats-py ping_interval).")
     max_outstanding_pings: int = Field(
@@ -37,6 +40,13 @@ class NatsConfig(StrictModel):
         60.0, gt=0, description="Seconds the connection may stay lost (from the moment it was found dead); then the "
                                 "process exits with code 69 naming NATS, so its supervisor (the launcher, "
                                 "Kubernetes) restarts it. While lost, gRPC health says NOT_SERVING.")
+
+    @field_validator("url")
+    @classmethod
+    def _urls_named(cls, value: str) -> str:
+        if any(not part.strip() for part in value.split(",")):
+            raise ValueError("nats.url has an empty URL between two commas (or before the first, after the last)")
+        return value
 
     @property
     def dead_connection_bound_s(self) -> float:

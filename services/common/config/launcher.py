@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -55,6 +55,18 @@ class LauncherConfig(StrictModel):
                     "acknowledges it (a power loss loses nothing acknowledged; measured 1.7-4.1x fewer publishes per "
                     "second, bench/nats_sync.md), or a duration such as '2m' (NATS's default: a power loss can lose "
                     "up to that much acknowledged data).")
+    replicas: dict[Literal["rollout", "judge"], Annotated[int, Field(ge=1, le=16)]] = Field(
+        default_factory=dict,
+        description="Processes doing each scalable role, e.g. {rollout: 2, judge: 2}: the policy (or reward) "
+                    "service itself plus N-1 processes of role rollout (judge), each on its own ports with its "
+                    "own config file (config.<role>-<i>.yaml) and log, as Kubernetes runs replicas; they share "
+                    "the role's durable consumer, so each job (trajectory) goes to one of them. 1 or absent: "
+                    "the service alone. The trainers, the critic and the env are not replicated here.")
+    nats_cluster_size: Literal[1, 3, 5] = Field(
+        1, description="NATS servers the launcher starts: 1, or a JetStream cluster of 3 or 5 nodes joined by routes "
+                       "on free loopback ports (services get every node's URL in nats.url). Set "
+                       "nats.stream_replicas to the same number so every stream and KV bucket outlives a node: "
+                       "3 nodes keep working with 2 up (docs/high-availability.md).")
     shadow_judge: dict[str, Any] = Field(
         default_factory=dict,
         description="A shadow judge started beside the running one: `reward:` overrides with at least `shadow` "

@@ -1,0 +1,87 @@
+"""`launcher.replicas`: two rollout workers and two judges (the policy and reward services plus one
+process of role rollout and one of role judge, each on its own ports) share the work of a run, and
+every round's counts are those of a run with one of each."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.launch import RLANYTHING, rounds_of, write_config
+
+pytestmark = [pytest.mark.system, pytest.mark.slow]
+
+REPLICAS = ["--set", "launcher.replicas.rollout=2", "--set", "launcher.replicas.judge=2",
+            "--set", "policy.openai_port=0"]
+WORKERS = {"policy": "policy-rollout-workers", "rollout-2": "policy-rollout-workers",
+           "reward": "reward-judges", "judge-2": "reward-judges"}
+"""Process → the durable consumer whose events it handles (shared by the replicas of a role)."""
+
+
+@pytest.fixture(scope="module")
+def cold(tiny_cold: Path) -> Path:
+    """The cold-start cache of the session (SFT runs once)."""
+    return tiny_cold
+
+
+def _handled(metrics_port: int, consumer: str) -> float | None:
+    """``rla_events_handled_total{consumer, outcome="acked"}`` of one process; None when it does not answer."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1).read().decode()
+    except OSError:
+        return None
+    found = re.search(rf'^rla_events_handled_total\{{consumer="{consumer}",outcome="acked"\}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_two_rollout_workers_and_two_judges_share_the_work_with_exact_counts(tmp_path: Path, cold: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir),
+                             *REPLICAS], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    handled: dict[str, float] = {}
+    try:
+        deadline = time.monotonic() + 900
+        while proc.poll() is None:  # each process's count, read while it runs (the run stops them at the end)
+            assert time.monotonic() < deadline, "run did not finish in 900 s"
+            manifest = run_dir / "services.json"
+            if manifest.exists():
+                services = json.loads(manifest.read_text())["services"]
+                for name, consumer in WORKERS.items():
+                    if name in services:
+                        value = _handled(services[name]["metrics_port"], consumer)
+                        if value is not None:
+                            handled[name] = max(handled.get(name, 0.0), value)
+            time.sleep(0.5)
+        assert proc.returncode == 0, proc.stderr.read()[-3000:] if proc.stderr else proc.returncode
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    services = json.loads((run_dir / "services.json").read_text())["services"]
+    assert set(WORKERS) <= set(services), services
+    assert len({services[n]["address"] for n in WORKERS}) == 4  # each a process on its own port
+    for name in ("rollout-2", "judge-2"):
+        assert (run_dir / f"config.{name}.yaml").exists()
+    rounds = rounds_of(run_dir)
+    assert [r["round"] for r in rounds] == [0, 1, 2]
+    for r in rounds:  # as with one rollout worker and one judge (tests/heavy/test_chaos.py: assert_exact_counts)
+        jobs = r["critic/jobs_in_round"]
+        assert jobs == 4 + 4 + r["critic/groups_candidate"], r
+        assert r["counts/jobs"] == jobs, r
+        assert r["counts/trajectories"] == r["critic/trajectories"] == 4 * 4 + 4 * 2 + 4 * r["critic/groups_candidate"], r
+        assert r["counts/judged"] == r["counts/trajectories"], r   # each trajectory judged once, by one of the two
+        assert r["critic/groups_complete"] == jobs and r.get("critic/groups_partial", 0) == 0, r
+        assert r["counts/policy_batches"] == r["counts/reward_batches"] == jobs, r
+        assert r["policy/version"] == r["round"] + 1 and r["reward/version"] == r["round"] + 1, r
+        assert r["launcher/restarts"] == 0, r
+    assert all(handled.get(name, 0) > 0 for name in WORKERS), f"a replica handled nothing: {handled}"
+    jobs = sum(r["counts/jobs"] for r in rounds)
+    trajectories = sum(r["counts/trajectories"] for r in rounds)
+    # a job or trajectory is acked by the one process that handled it (no restarts, so no redelivery)
+    assert handled["policy"] + handled["rollout-2"] == jobs, handled
+    assert handled["reward"] + handled["judge-2"] == trajectories, handled
