@@ -13,15 +13,13 @@ tests in the sandbox (a crash, a timeout or a wrong output on any of them).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Sequence
 
 from rlanything.v1.events_pb2 import DIRECTION_HARDER
 
 from services.common.sandbox import RunResult, outputs_match
 from services.env.families.code_problems import CodeProblem
-from services.env.text_variants import VariantError
+from services.env.text_variants import VariantError, json_object
 
 __all__ = ["code_variant_messages", "parse_code_variant", "check_code_variant", "MIN_TESTS", "MAX_TESTS",
            "MAX_STATEMENT_CHARS", "MAX_REFERENCE_CHARS", "MAX_TEST_CHARS", "CODE_VARIANT_SYSTEM"]
@@ -34,7 +32,6 @@ MAX_TEST_CHARS = 1000
 CODE_VARIANT_SYSTEM = ("You write programming problems for an AI coder. Each problem is a statement, a reference "
                        "Python 3 solution that reads standard input and prints its answer, and unit tests "
                        "(an input and the exact expected output). Reply with one JSON object and nothing else.")
-_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
 def code_variant_messages(parent: CodeProblem, direction: int, acc: float,
@@ -77,13 +74,7 @@ def parse_code_variant(text: str) -> CodeProblem:
         VariantError: not JSON, not an object, a field missing, empty, of the wrong type or too long,
             or a test count outside [`MIN_TESTS`, `MAX_TESTS`].
     """
-    body = _FENCE.sub("", text.strip())
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise VariantError(f"the model's answer is not JSON ({exc.msg} at char {exc.pos}): {text[:120]!r}") from None
-    if not isinstance(data, dict):
-        raise VariantError(f"the model's answer is JSON but not an object: {type(data).__name__}")
+    data = json_object(text)
     statement = _text(data, "statement", MAX_STATEMENT_CHARS).strip()
     reference = _text(data, "reference", MAX_REFERENCE_CHARS)
     tests = data.get("tests")

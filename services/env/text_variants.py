@@ -21,7 +21,7 @@ from rlanything.v1.events_pb2 import DIRECTION_HARDER
 
 from services.env.families.live import answer_matches
 
-__all__ = ["TextTask", "VariantError", "variant_messages", "parse_variant", "check_variant", "VARIANT_SYSTEM",
+__all__ = ["TextTask", "VariantError", "variant_messages", "json_object", "parse_variant", "check_variant", "VARIANT_SYSTEM",
            "MAX_PROMPT_CHARS", "MAX_REFERENCE_CHARS"]
 
 MAX_PROMPT_CHARS = 4000
@@ -69,11 +69,11 @@ def variant_messages(parent: TextTask, direction: int, acc: float, failed_answer
     return [{"role": "system", "content": VARIANT_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
-def parse_variant(text: str) -> TextTask:
-    """The model's answer as a `TextTask`: one JSON object (a ```json fence around it is allowed).
+def json_object(text: str) -> dict:
+    """The model's answer as one JSON object (a ```json fence around it is allowed).
 
     Raises:
-        VariantError: not JSON, not an object, a field missing, empty, not a string or too long.
+        VariantError: not JSON, or JSON but not an object.
     """
     body = _FENCE.sub("", text.strip())
     try:
@@ -82,6 +82,16 @@ def parse_variant(text: str) -> TextTask:
         raise VariantError(f"the model's answer is not JSON ({exc.msg} at char {exc.pos}): {text[:120]!r}") from None
     if not isinstance(data, dict):
         raise VariantError(f"the model's answer is JSON but not an object: {type(data).__name__}")
+    return data
+
+
+def parse_variant(text: str) -> TextTask:
+    """The model's answer as a `TextTask`: one JSON object (a ```json fence around it is allowed).
+
+    Raises:
+        VariantError: not JSON, not an object, a field missing, empty, not a string or too long.
+    """
+    data = json_object(text)
     fields = {}
     for name, limit, required in (("prompt", MAX_PROMPT_CHARS, True), ("reference", MAX_REFERENCE_CHARS, True),
                                   ("hint", MAX_PROMPT_CHARS, False)):

@@ -21,7 +21,7 @@ Judges are synchronous and batch internally (at most ``max_batch`` chats per gen
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rlanything.v1.events_pb2 import StepJudgement, Trajectory, Vote
@@ -100,8 +100,15 @@ class LLMJudge(Judge):
                  if x.rubric == "chat" else
                  judge_chat(x.task_text, x.prompt, x.response, x.next_observation, s.prompt_chars, s.field_chars)
                  for x in steps]
+        return self._vote(steps, chats, votes, temperature, "judge", parse_vote)
+
+    def _vote(self, steps: Sequence[StepToJudge], chats: list[list[dict[str, str]]], votes: int, temperature: float,
+              seed_tag: str, value_of: Callable[[str], int]) -> list[StepJudgement]:
+        """``votes`` completions of each step's chat (each seeded from ``seed_tag``, the run's seed and
+        the step id; calls of at most ``max_batch`` chats), each vote's value ``value_of`` its text."""
+        s = self.settings
         flat = [chat for chat in chats for _ in range(votes)]
-        seeds = [derive_seed("judge", s.seed, x.step_id, v) if x.step_id else None for x in steps for v in range(votes)]
+        seeds = [derive_seed(seed_tag, s.seed, x.step_id, v) if x.step_id else None for x in steps for v in range(votes)]
         sampling = Sampling(temperature=temperature, top_p=1.0, max_new_tokens=s.max_new_tokens)
         completions = []
         for i in range(0, len(flat), s.max_batch):
@@ -109,7 +116,7 @@ class LLMJudge(Judge):
         out = []
         for k, chat in enumerate(chats):
             mine = completions[k * votes: (k + 1) * votes]
-            vote_list = [Vote(value=parse_vote(c.text), response=c.text, response_token_ids=c.token_ids,
+            vote_list = [Vote(value=value_of(c.text), response=c.text, response_token_ids=c.token_ids,
                               behaviour_logprobs=c.logprobs if c.token_ids else ()) for c in mine]
             out.append(StepJudgement(step_index=k, judge_prompt=chat[-1]["content"],
                                      prompt_token_ids=mine[0].prompt_token_ids if mine else (), votes=vote_list,
@@ -124,24 +131,9 @@ class UnitTestWriter(LLMJudge):
     not (the critic runs the tests and scores them; `critic.unit_test_eval`)."""
 
     def judge(self, steps: Sequence[StepToJudge], votes: int, temperature: float) -> list[StepJudgement]:
-        s = self.settings
         chats = [unit_test_chat(x.task_text) for x in steps]
-        flat = [chat for chat in chats for _ in range(votes)]
-        seeds = [derive_seed("tests", s.seed, x.step_id, v) if x.step_id else None for x in steps for v in range(votes)]
-        sampling = Sampling(temperature=temperature, top_p=1.0, max_new_tokens=s.max_new_tokens)
-        completions = []
-        for i in range(0, len(flat), s.max_batch):
-            completions += self.generator.generate(flat[i: i + s.max_batch], sampling, None, seeds[i: i + s.max_batch])
-        out = []
-        for k, chat in enumerate(chats):
-            mine = completions[k * votes: (k + 1) * votes]
-            vote_list = [Vote(value=1 if parse_unit_test(c.text) is not None else 0, response=c.text,
-                              response_token_ids=c.token_ids, behaviour_logprobs=c.logprobs if c.token_ids else ())
-                         for c in mine]
-            out.append(StepJudgement(step_index=k, judge_prompt=chat[-1]["content"],
-                                     prompt_token_ids=mine[0].prompt_token_ids if mine else (), votes=vote_list,
-                                     mean_vote=mean_vote([v.value for v in vote_list])))
-        return out
+        return self._vote(steps, chats, votes, temperature, "tests",
+                          lambda text: 1 if parse_unit_test(text) is not None else 0)
 
 
 class OracleJudge(Judge):
