@@ -105,30 +105,36 @@ def test_the_command_suite_holds(reward_model: RewardModelUnderTest) -> None:
     assert not failed, "\n".join(f"{r.clause}: sent {r.sent}; got {r.got}; required {r.required}" for r in failed)
 
 
-def test_a_judge_whose_values_contradict_their_text_fails_clause_2_readably() -> None:
+def check_a_server_voting(value: int, response: str, kind: str = "step_judge") -> list:
+    """`check_reward_model` against a RewardModel on loopback whose every vote is ``value`` with text
+    ``response`` (valid requests only; a bad one gets INVALID_ARGUMENT)."""
     from concurrent import futures
 
     from rlanything.v1.events_pb2 import StepJudgement, Vote
     from services.contract.reward_contract import check_reward_model
 
-    class SaysGoodVotesBad(reward_pb2_grpc.RewardModelServicer):
+    class Fixed(reward_pb2_grpc.RewardModelServicer):
         def JudgeSteps(self, request, context):  # noqa: N802 - the gRPC method's name
             if not request.steps or not 0 <= request.votes <= 32 or request.temperature < 0 or any(
                     not s.prompt for s in request.steps):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad request")
             m = request.votes or 3
             return reward_pb2.JudgeStepsResponse(judgements=[
-                StepJudgement(step_index=i, votes=[Vote(value=-1, response="\\boxed{1}")] * m, mean_vote=-1.0)
+                StepJudgement(step_index=i, votes=[Vote(value=value, response=response)] * m, mean_vote=float(value))
                 for i in range(len(request.steps))])
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    reward_pb2_grpc.add_RewardModelServicer_to_server(SaysGoodVotesBad(), server)
+    reward_pb2_grpc.add_RewardModelServicer_to_server(Fixed(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        results = check_reward_model(f"127.0.0.1:{port}")
+        return check_reward_model(f"127.0.0.1:{port}", kind=kind)
     finally:
         server.stop(None)
+
+
+def test_a_judge_whose_values_contradict_their_text_fails_clause_2_readably() -> None:
+    results = check_a_server_voting(-1, "\\boxed{1}")
     assert [r.passed for r in results] == [True, False, True]
     assert results[1].got == "step 0: value -1 for text '\\\\boxed{1}'"
     assert results[1].required == "a value in {+1, -1, 0} that is the text's last \\boxed{} vote"
@@ -169,28 +175,6 @@ def test_a_unit_test_writer_holds_the_contract_of_its_kind(unit_test_writer: str
 
 
 def test_a_test_writer_whose_values_contradict_its_tests_fails_clause_2_readably() -> None:
-    from concurrent import futures
-
-    from rlanything.v1.events_pb2 import StepJudgement, Vote
-    from services.contract.reward_contract import check_reward_model
-
-    class CallsTestsInvalid(reward_pb2_grpc.RewardModelServicer):
-        def JudgeSteps(self, request, context):  # noqa: N802 - the gRPC method's name
-            if not request.steps or not 0 <= request.votes <= 32 or request.temperature < 0 or any(
-                    not s.prompt for s in request.steps):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad request")
-            m = request.votes or 3
-            return reward_pb2.JudgeStepsResponse(judgements=[
-                StepJudgement(step_index=i, votes=[Vote(value=0, response="\\boxed{1 => 2}")] * m, mean_vote=0.0)
-                for i in range(len(request.steps))])
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    reward_pb2_grpc.add_RewardModelServicer_to_server(CallsTestsInvalid(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        results = check_reward_model(f"127.0.0.1:{port}", kind="unit_tests")
-    finally:
-        server.stop(None)
+    results = check_a_server_voting(0, "\\boxed{1 => 2}", kind="unit_tests")
     assert [r.passed for r in results] == [True, False, True]
     assert results[1].required == "1 when the text's last \\boxed{} is a test INPUT => OUTPUT, else 0"

@@ -16,8 +16,8 @@ class _Stub(Generator):
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def generate(self, chats, sampling, cancel=None, seeds=None):  # pragma: no cover - streaming only
-        raise NotImplementedError
+    def generate(self, chats, sampling, cancel=None, seeds=None):
+        raise AssertionError("the token pump streams: it must not call generate")
 
     def generate_stream(self, chat, sampling, on_token, cancel=None, seed=None, logprobs=True):
         for t in (5, 6, 7):
