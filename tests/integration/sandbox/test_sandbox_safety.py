@@ -88,8 +88,10 @@ def test_infinite_loop_times_out(sandbox):
     start = time.monotonic()
     result = sandbox.run("while True:\n    pass", timeout_s=1)
     assert result.verdict is Verdict.TIMEOUT
-    # stopped at its 1 s limit, not run on (bounds loose enough for a loaded machine; speed is benched)
-    assert 1.0 <= result.wall_s < 5 and time.monotonic() - start < 10
+    # stopped at its 1 s limit (the CPU-time rlimit or the wall timer, whichever fires first: a
+    # fresh-clone CI run measured wall 0.998 s for a CPU-time kill at 0.996 s), not run on; bounds
+    # loose enough for a loaded machine (speed is benched)
+    assert 0.9 <= result.wall_s < 5 and time.monotonic() - start < 10
     contained(sandbox, before)
 
 
