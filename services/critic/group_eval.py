@@ -39,6 +39,7 @@ from services.common.algo.step_advantage import step_advantages
 from services.common.algo.task_acc import count_wins
 from services.common.algo.variant_gate import variant_verdict
 from services.common.config import CriticServiceConfig
+from services.common.config.env import CODE_FAMILIES
 from services.common.rounds import batch_id, sample_id
 from services.critic.round_stats import LABEL_SIGN, judge_stats
 from services.critic.unit_test_eval import generated_tests, unit_test_samples
@@ -184,7 +185,7 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     trains = trains_models(report, cfg.candidate_samples, check)
     stats = judge_stats(recs)
     policy_samples: list[TrainingSample] = []
-    if trains and cfg.code_rewards and first.task.family == "code":  # CURE: program reward, keep rule
+    if trains and cfg.code_rewards and first.task.family in CODE_FAMILIES:  # CURE: program reward, keep rule
         if keep_task(acc, cfg.code_keep_low, cfg.code_keep_high):  # acc = pass-all rate (won = every test passed)
             policy_samples, zero = _program_samples(recs)
             stats["sum/policy_steps"] = float(len(policy_samples) + zero)

@@ -25,6 +25,7 @@ from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, RoundMetric
 from services.common.bus import CONNECTION_ERRORS, Consumer, Delivery, EventBus
 from services.common.kv import open_bucket
 from services.common.config import CriticServiceConfig, RunConfig
+from services.common.config.env import CODE_FAMILIES
 from services.common.runtime import Service
 from services.common.sandbox import Sandbox
 from services.common.streams import Subjects
@@ -139,7 +140,7 @@ class CriticService(Service):
 
     def _tested(self, group: OpenGroup) -> bool:
         """Does this group's RM write unit tests that the critic runs (a code task, critic.unit_tests)?"""
-        return self.sandbox is not None and group.first.trajectory.task.family == "code"
+        return self.sandbox is not None and group.first.trajectory.task.family in CODE_FAMILIES
 
     async def _score(self, group: OpenGroup) -> list[list[bool]]:
         """passes_NK of the group's programs on its generated tests (`unit_test_eval.score_tests`)."""

@@ -1,6 +1,6 @@
 """The Environment contract (`services/contract/env_contract.py`) against every implementation the
-project ships — the env service with its FrozenLake, reasoning-gym, Gymnasium-id, code and remote
-families, and the bring-your-own template `examples/env_server.py` — and against a broken server,
+project ships — the env service with its FrozenLake, reasoning-gym, Gymnasium-id, code, codeio and
+remote families, and the bring-your-own template `examples/env_server.py` — and against a broken server,
 which must fail with a clause a person can read."""
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ FAMILIES = {
     "web": {"type": "web", "knobs": {"task": 3, "distractors": 1}, "train_slots": 2, "heldout_slots": 1,
             "ood_slots": 0, "browsers": 2},
     "code": {"type": "code", "knobs": {"ops": 2}, "train_slots": 2, "heldout_slots": 1, "ood_slots": 0},
+    "codeio": {"type": "codeio", "knobs": {"examples": 1}, "train_slots": 2, "heldout_slots": 1, "ood_slots": 0},
 }
 
 
@@ -55,7 +56,8 @@ def example_module():
     return module
 
 
-@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "web", "code", "example", "remote"])
+@pytest.fixture(scope="module", params=["gym_text", "reasoning_gym", "gymnasium", "web", "code", "codeio", "example",
+                                                       "remote"])
 def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contract_dir: Path) -> Iterator[str]:
     """The address of one shipped Environment implementation ("remote": the env service playing
     the example server's tasks through `type: remote`; "web": MiniWoB++ pages in headless Chromium,
@@ -73,13 +75,13 @@ def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contr
     family = FAMILIES.get(request.param) or {"type": "remote", "address": f"127.0.0.1:{server.port}", "knobs": {},
                                              "train_slots": 2, "heldout_slots": 1, "ood_slots": 0, "max_steps": 10}
     section = {"cache_dir": str(contract_dir / "cache"), "families": [family], "scheduler": {"enabled": False}}
-    if request.param == "code":  # its answers run in the sandbox (root: namespaces, per-run uids)
+    if request.param in ("code", "codeio"):  # answers (and codeio's test builds) run in the sandbox (root)
         if os.geteuid() != 0:
-            pytest.skip("the code family's sandbox needs root")
+            pytest.skip(f"the {request.param} family's sandbox needs root")
         section["sandbox"] = {"workers": 1, "timeout_s": 2.0}
     proc = _start("env", section, contract_nats, contract_dir)  # the families share one pool bucket
-    if request.param == "web":  # its pool seeds after SERVING: each held-out key is a page in a browser
-        wait_for_tasks(proc.address, "web")
+    if request.param in ("web", "codeio"):  # its pool seeds after SERVING (pages in a browser, tests built)
+        wait_for_tasks(proc.address, request.param)
     yield proc.address
     _stop(proc)
     if server is not None:

@@ -48,7 +48,7 @@ class CriticServiceConfig(ServiceConfig):
                                 "never; 'mixed': whatever the verdict. The policy and RM bands apply as for a drawn "
                                 "task.")
     code_rewards: bool = Field(
-        True, description="Groups of family 'code': the policy's advantage is CURE's program reward (the share of "
+        True, description="Groups of family 'code' or 'codeio': the policy's advantage is CURE's program reward (the share of "
                           "ground-truth tests the program passed, z-scored in the group) instead of O + λ·S̄, and the "
                           "group trains the policy only while its pass-all rate is in [code_keep_low, "
                           "code_keep_high] (docs/coding.md).")

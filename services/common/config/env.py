@@ -9,18 +9,20 @@ from pydantic import Field, model_validator
 from services.common.config.base import ServiceConfig, StrictModel
 from services.common.config.sandbox import SandboxConfig
 
-__all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "ModelProposerConfig", "EnvServiceConfig", "TEXT_FAMILIES"]
+__all__ = ["FamilyConfig", "SchedulerConfig", "AdaptationConfig", "ModelProposerConfig", "EnvServiceConfig", "TEXT_FAMILIES",
+           "CODE_FAMILIES"]
 
 
 class FamilyConfig(StrictModel):
     """One task family of the pool and the seed tasks it starts with."""
 
-    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "remote", "live", "web", "code"] = Field(
+    type: Literal["gym_text", "textworld", "reasoning_gym", "gymnasium", "remote", "live", "web", "code",
+                  "codeio"] = Field(
         description="Task family adapter ('gymnasium': any discrete-action Gymnasium env by env_id; 'remote': your "
                     "own Environment server at address; 'live': tasks from a product's real failures, added at run "
                     "time by the ingest service; it seeds no slots; 'web': MiniWoB++ pages in headless Chromium, "
                     "see docs/web.md; 'code': the policy writes a program, run on ground-truth tests in "
-                    "env.sandbox, docs/coding.md).")
+                    "env.sandbox, docs/coding.md; 'codeio': the same with reasoning-gym's CodeI/O problems).")
     knobs: dict[str, float] = Field(description="Difficulty knobs of the seed tasks, e.g. {size: 4, hole_prob: 0.2}.")
     train_slots: int = Field(8, ge=0, description="Slots trained on (their variants evolve).")
     heldout_slots: int = Field(0, ge=0, description="Slots never trained on, same knobs (evaluation).")
@@ -103,6 +105,9 @@ class SchedulerConfig(StrictModel):
 
 TEXT_FAMILIES = frozenset({"live", "code"})
 """Family types whose tasks are text a model can rewrite (`proposer: model`)."""
+CODE_FAMILIES = frozenset({"code", "codeio"})
+"""Family types whose answers are programs scored by ground-truth tests (docs/coding.md): the critic's
+program reward and keep rule, and the unit-test writer, apply to their groups."""
 
 
 class ModelProposerConfig(StrictModel):
@@ -164,8 +169,8 @@ class EnvServiceConfig(ServiceConfig):
     cache_dir: str = Field(".cache/env", description="Where generated games are cached (by knobs and seed).")
     pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")
     sandbox: SandboxConfig = Field(
-        default_factory=SandboxConfig, description="The sandbox that runs the policy's programs (family 'code'; "
-                                                   "started only when a code family is configured).")
+        default_factory=SandboxConfig, description="The sandbox that runs the policy's programs (families 'code' and "
+                                                   "'codeio'; started only when one of them is configured).")
     @model_validator(mode="after")
     def _model_proposer_has_a_server(self) -> "EnvServiceConfig":
         """A family with ``proposer: model`` needs ``adaptation.model_proposer.base_url``."""

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, model_validator
 from services.common.config.base import ConsumerConfig, LimitsConfig, LoopConfig, NatsConfig, StrictModel
 from services.common.config.critic import CriticServiceConfig
 from services.common.config.ingest import IngestServiceConfig
-from services.common.config.env import EnvServiceConfig
+from services.common.config.env import CODE_FAMILIES, EnvServiceConfig
 from services.common.config.launcher import LauncherConfig
 from services.common.config.policy import PolicyServiceConfig
 from services.common.config.reward import RewardServiceConfig
@@ -79,7 +79,7 @@ class RunConfig(StrictModel):
         if (self.reward.kind == "unit_tests") != self.critic.unit_tests:
             raise ValueError(f"reward.kind is {self.reward.kind!r} but critic.unit_tests is {self.critic.unit_tests}: "
                              "set both (reward.kind: unit_tests with critic.unit_tests: true) or neither")
-        others = sorted({f.type for f in self.env.families} - {"code"})
+        others = sorted({f.type for f in self.env.families} - CODE_FAMILIES)
         if self.reward.kind == "unit_tests" and others:
             raise ValueError(f"reward.kind 'unit_tests' writes tests of code tasks; env.families also has {others}")
         return self

@@ -95,7 +95,7 @@ class CodeFamily(TaskFamily):
 
     name = "code"
     max_steps = 1
-    knobs = (
+    knobs: tuple[Knob, ...] = (
         Knob("ops", 1, 6, 1, description="Steps in the integer chain the program computes."),
         Knob("examples", 0, 4, 1, harder_is_higher=False, default=2, same_task=True,
              description="Input/output examples shown in the statement (same function)."),

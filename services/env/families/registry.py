@@ -12,7 +12,7 @@ __all__ = ["build_family"]
 
 def build_family(cfg: FamilyConfig, cache_dir: str | Path, sandbox: SandboxConfig | None = None) -> TaskFamily:
     """The `TaskFamily` for one family config entry (``cfg.max_steps`` overrides its default);
-    ``sandbox`` configures the ``code`` family's sandbox (default `SandboxConfig()`; it starts at
+    ``sandbox`` configures the ``code`` and ``codeio`` families' sandbox (default `SandboxConfig()`; it starts at
     `TaskFamily.start` or its first run, not here).
 
     Raises:
@@ -43,6 +43,10 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path, sandbox: SandboxConfi
         from services.env.families.code_family import CodeFamily
 
         family = CodeFamily(sandbox)
+    elif cfg.type == "codeio":
+        from services.env.families.codeio_family import CodeIOFamily
+
+        family = CodeIOFamily(sandbox, Path(cache_dir) / "codeio")
     elif cfg.type == "reasoning_gym":
         from services.env.families.reasoning_gym_family import ReasoningGymFamily
 
