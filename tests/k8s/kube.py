@@ -42,8 +42,17 @@ OVERLAYS: dict[str, Path] = {
     "custom-critic": K8S_DIR / "overlays" / "custom-critic",
     "sharded-trainers": K8S_DIR / "overlays" / "sharded-trainers",
     "ha": K8S_DIR / "overlays" / "ha",
+    "coding": K8S_DIR / "overlays" / "coding",
 }
 """Every kustomization a user can apply, by short name."""
+
+SANDBOX_OVERLAYS = {"coding"}
+"""Overlays with k8s/components/sandbox: the env and critic pods may run the sandbox (root, its
+capabilities) and the namespace enforces "privileged", warning and auditing against "restricted"."""
+SANDBOX_ROLES = {"env", "critic"}
+"""The Deployments that run model-written code (label rlanything.io/sandbox=true)."""
+SANDBOX_CAPABILITIES = {"SYS_ADMIN", "SETUID", "SETGID", "CHOWN", "FOWNER", "DAC_OVERRIDE", "KILL"}
+"""What the sandbox needs (docs/sandbox.md): namespaces and mounts, per-run uids, scratch dirs, clean-up."""
 
 CRD_KINDS = {("keda.sh/v1alpha1", "ScaledObject"), ("monitoring.coreos.com/v1", "PodMonitor")}
 """Custom resources kubernetes-validate has no schema for; tests check them structurally."""

@@ -20,6 +20,8 @@ from tests.k8s.kube import (
     NAMESPACE,
     OVERLAYS,
     ROLES,
+    SANDBOX_OVERLAYS,
+    SANDBOX_ROLES,
     SCALERS,
     SHARDED,
     Manifests,
@@ -37,7 +39,7 @@ from tests.k8s.kube import (
 
 ALL = sorted(OVERLAYS)
 GPU_OVERLAYS = ["default", "autoscale", "openai-judge", "monitoring", "shadow-judge", "remote-env", "vllm-policy",
-                "custom-critic", "sharded-trainers", "ha"]
+                "custom-critic", "sharded-trainers", "ha", "coding"]
 SCALABLE = {"env", "policy-rollout", "reward-judge"}
 """Roles whose replica count belongs to `kubectl scale` / KEDA (no `replicas` in the manifest)."""
 SINGLETONS = {"policy-trainer", "reward-trainer", "critic"}
@@ -312,6 +314,8 @@ def test_every_container_is_probed_sized_and_locked_down(overlay: str) -> None:
                     problems.append(f"{where}: {res} request {request} > limit {limit}")
             expected = {"runAsNonRoot": True, "runAsUser": 10001, "readOnlyRootFilesystem": True,
                         "allowPrivilegeEscalation": False}
+            if overlay in SANDBOX_OVERLAYS and workload["metadata"]["name"] in SANDBOX_ROLES:  # the sandbox needs
+                expected.update(runAsNonRoot=False, runAsUser=0, allowPrivilegeEscalation=True)  # root (pod_security)
             for key, value in expected.items():
                 if sc.get(key) != value:
                     problems.append(f"{where}: securityContext.{key} is {sc.get(key)!r}, expected {value!r}")
