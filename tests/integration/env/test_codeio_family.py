@@ -1,23 +1,27 @@
 """Family ``codeio`` against the real sandbox: tests are built by running the dataset's generator and
 reference in the sandbox, cached and stable; the reference passes, wrong programs score their share;
 held-out problems are disjoint by problem id; a rewritten problem is checked against its reference;
-and the dataset's code, like the model's, runs nowhere but in the sandbox."""
+the dataset's code, like the model's, runs nowhere but in the sandbox; and the env service serves the
+family over gRPC."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
+from rlanything.v1 import env_pb2, env_pb2_grpc
 
 from services.common.config import FamilyConfig, SandboxConfig
 from services.common.sandbox import Sandbox, SandboxError
 from services.env.code_variants import check_code_variant
 from services.env.disjoint import disjoint_specs, eval_keys, eval_specs
 from services.env.families.base import TaskSpec
-from services.env.families.code_problems import CodeProblem
+from services.env.families.code_problems import TASK_TEXT, CodeProblem
 from services.env.families.codeio_family import CodeIOFamily
 from services.env.families.codeio_problems import TESTS, CodeIOEntry, load_entries
 from services.env.families.registry import build_family
@@ -166,3 +170,41 @@ def test_the_dataset_s_code_runs_only_in_the_sandbox(tmp_path: Path, monkeypatch
     finally:
         fam.close()
         fresh.close()
+
+
+def listed(env: env_pb2_grpc.EnvironmentStub, count: int, timeout_s: float = 60.0) -> list[env_pb2.TaskInfo]:
+    """The codeio tasks once there are ``count`` (the pool is seeded after SERVING)."""
+    deadline = time.monotonic() + timeout_s
+    while len(tasks := list(env.ListTasks(env_pb2.ListTasksRequest(family="codeio")).tasks)) < count:
+        assert time.monotonic() < deadline, f"{len(tasks)} of {count} codeio tasks listed after {timeout_s:g} s"
+        time.sleep(0.2)
+    return tasks
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_env_service_serves_codeio_tasks_scored_in_its_sandbox(spawn_service, tmp_path) -> None:
+    """The env service as a process: its seed tasks' tests are built in its sandbox at seeding; an answer
+    sent through Reset/Step runs there; the held-out task is another problem than every train task."""
+    family = {"type": "codeio", "knobs": {"examples": 1}, "train_slots": 3, "heldout_slots": 1, "ood_slots": 0}
+    svc = spawn_service("env", json.dumps({"env": {"cache_dir": str(tmp_path / "cache"), "families": [family],
+                                                   "scheduler": {"enabled": False},
+                                                   "sandbox": {"workers": 2, "timeout_s": 2.0}}}))
+    env = env_pb2_grpc.EnvironmentStub(grpc.insecure_channel(svc.address))
+    tasks = listed(env, 4)
+    assert sorted(t.split for t in tasks) == ["heldout", "train", "train", "train"]
+    assert all(t.metadata["library"] == "reasoning-gym" and t.oracle_plan_length == 1 for t in tasks)
+    local = CodeIOFamily(cache_dir=tmp_path / "cache" / "codeio")  # reads the service's cache: runs nothing
+    problems = {t.ref.slot_id: local.problem(TaskSpec("codeio", dict(t.knobs), t.seed)) for t in tasks}
+    assert local._sandbox is None
+    heldout = next(problems[t.ref.slot_id].key for t in tasks if t.split == "heldout")
+    assert heldout not in {problems[t.ref.slot_id].key for t in tasks if t.split == "train"}
+    for task in tasks:
+        problem = problems[task.ref.slot_id]
+        reset = env.Reset(env_pb2.ResetRequest(task=task.ref, seed=0))
+        assert reset.single_turn and reset.task_text == f"{TASK_TEXT}\n{problem.statement}"
+        win = env.Step(env_pb2.StepRequest(session_id=reset.session_id, action=f"```python\n{problem.reference}```"))
+        assert (win.won, win.reward, win.observation) == (True, 1.0, "Passed 8 of 8 tests.")
+        reset = env.Reset(env_pb2.ResetRequest(task=task.ref, seed=1))
+        lose = env.Step(env_pb2.StepRequest(session_id=reset.session_id, action="import sys\nsys.exit(3)\n"))
+        assert not lose.won and lose.reward == 0.0 and "crashed (exit status 3)" in lose.observation
