@@ -5,7 +5,7 @@ file reasoning-gym ships); its ground-truth tests are built offline, in the sand
 generator draws `MAX_EXAMPLES` + `TESTS` inputs from a fixed seed, and the reference solution runs on
 each of them. Both are run twice; a problem whose generator or reference fails, times out, prints
 something else the second time (unseeded randomness, set order), or whose input or output is longer
-than `MAX_IO_CHARS` is not used, and the seed moves on to the next problem of the file. The outcome is
+than `MAX_IO_CHARS` is not used, and the seed draws another problem (`entry`). The outcome is
 stored in ``<cache_dir>/<content hash>.json`` (the tests, or why the problem is not used), so a task's
 tests are built once per cache and stay the same.
 
