@@ -61,3 +61,12 @@ def test_the_keep_band_and_the_switch_are_config_keys():
 def test_evaluation_groups_train_nothing():
     out = evaluate_group(code_group([1.0, 0.5, 0.0, 0.5], split="heldout"), CriticServiceConfig(), partial=False)
     assert out.policy.samples == [] and out.report.acc == 0.25
+
+
+def test_a_codeio_group_gets_the_same_program_reward():
+    recs = code_group([1.0, 0.5, 0.0, 0.0, 0.5])  # pass-all 0.2: kept
+    for rec in recs:
+        rec.trajectory.task.family = "codeio"
+    z = {j: (s - 0.4) / math.sqrt(0.14) for j, s in enumerate([1.0, 0.5, 0.0, 0.0, 0.5])}
+    out = evaluate_group(recs, CriticServiceConfig(), partial=False)
+    assert advantages(out) == pytest.approx({f"r0/code/train-0000/v0/{j}/0": v for j, v in z.items()})
