@@ -35,6 +35,9 @@ class FamilyConfig(StrictModel):
     max_steps: int = Field(0, ge=0, description="Steps per episode (0 = the family's default).")
     browsers: int = Field(2, ge=1, le=64, description="web only: headless Chromium browsers at most (one per open "
                                                       "episode, reused across episodes; more open episodes wait).")
+    screenshots: bool = Field(False, description="web only: put the page as PNG bytes in every Reset and Step "
+                                                 "response (screenshot_png; for vision models; costs a capture per "
+                                                 "step). Off: the observation is text only.")
     observation: Literal["map", "window"] = Field(
         "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
                            "agent plus the goal's offset (a tiny model learns from it; see the README).")

@@ -70,6 +70,9 @@ class Episode(ABC):
     admissible_actions: tuple[str, ...]
     """Actions the agent may choose from now (empty for single-turn tasks: answer freely)."""
     single_turn: bool = False
+    screenshot_png: bytes = b""
+    """The current screen as PNG bytes (families with screenshots, e.g. ``web`` with ``screenshots: true``;
+    empty otherwise)."""
 
     @abstractmethod
     def step(self, action: str) -> StepResult:

@@ -40,9 +40,11 @@ class WebEpisode(Episode):
     """One MiniWoB++ episode on a pooled browser; the browser goes back to the pool when the page
     ends the episode or the episode is closed, whichever comes first."""
 
-    def __init__(self, pool: BrowserPool, task: str, seed: int, distractors: int, min_text: int) -> None:
+    def __init__(self, pool: BrowserPool, task: str, seed: int, distractors: int, min_text: int,
+                 screenshots: bool = False) -> None:
         self.pool = pool
         self.task = task
+        self.screenshots = screenshots
         self.browser: Any = pool.acquire(task)
         try:
             self.browser.begin(task, seed, min_text, DISTRACTOR_KIND[task], distractors, DISTRACTOR_WORDS)
@@ -61,6 +63,8 @@ class WebEpisode(Episode):
             self.elements: list[Element] = flatten_dom(snap["dom"])
             self.observation = render_page(self.utterance, self.elements)
             self.admissible_actions = admissible_actions(self.utterance, self.elements)
+        if self.screenshots:
+            self.screenshot_png = self.browser.screenshot()
         return snap
 
     def _give_back(self, broken: bool = False) -> None:
@@ -129,8 +133,10 @@ class WebFamily(TaskFamily):
     )
     max_steps = 8
 
-    def __init__(self, browsers: int = 2, wait_s: float = 120.0) -> None:
+    def __init__(self, browsers: int = 2, wait_s: float = 120.0, screenshots: bool = False) -> None:
         self.pool = BrowserPool(browsers, wait_s)
+        self.screenshots = screenshots
+        """Capture the page as PNG bytes after Reset and every Step (`Episode.screenshot_png`)."""
         self.max_open_episodes = browsers
 
     def task_of(self, spec: TaskSpec) -> str:
@@ -141,7 +147,7 @@ class WebFamily(TaskFamily):
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> WebEpisode:
         """An episode of the page drawn from the task's seed (``episode_seed`` changes nothing)."""
         return WebEpisode(self.pool, self.task_of(spec), int(spec.seed), int(spec.knobs.get("distractors", 0)),
-                          int(spec.knobs.get("min_text", 0)))
+                          int(spec.knobs.get("min_text", 0)), self.screenshots)
 
     def instance_key(self, spec: TaskSpec) -> str:
         """``web:<task>:<hash>`` of the page at the start: the observation text plus each element's
