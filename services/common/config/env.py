@@ -49,7 +49,7 @@ class FamilyConfig(StrictModel):
                             "OOD slots always stay one fixed instance each.")
     proposer: Literal["parametric", "model"] = Field(
         "parametric", description="Who writes this family's variants: 'parametric' moves a difficulty knob; 'model' "
-                                  "(text families: live, code) asks the OpenAI-compatible model of "
+                                  "(text families: live, code; web: the instruction) asks the OpenAI-compatible model of "
                                   "env.adaptation.model_proposer to write one as JSON.")
 
     @model_validator(mode="after")
@@ -104,7 +104,7 @@ class SchedulerConfig(StrictModel):
     eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")
 
 
-TEXT_FAMILIES = frozenset({"live", "code"})
+TEXT_FAMILIES = frozenset({"live", "code", "web"})
 """Family types whose tasks are text a model can rewrite (`proposer: model`)."""
 
 

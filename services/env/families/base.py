@@ -233,6 +233,11 @@ class TaskFamily(ABC):
             episode.close()
         return None if plan is None else len(plan)
 
+    def load_version(self, metadata: Mapping[str, str]) -> None:
+        """Take what a task version's metadata carries that its knobs and seed only name (the ``web``
+        family: a model-written instruction); called before an episode of that version is built.
+        The default takes nothing."""
+
     def move_knob(self, knobs: Mapping[str, float], name: str, harder: bool) -> dict[str, float] | None:
         """``knobs`` with knob ``name`` moved one step harder or easier; None at its bound."""
         knob = next(k for k in self.knobs if k.name == name)

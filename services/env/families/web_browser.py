@@ -193,6 +193,10 @@ class Browser:
         reward), ``reason``."""
         return dict(self.driver.execute_script(_SNAPSHOT_JS))
 
+    def set_instruction(self, text: str) -> None:
+        """Show ``text`` as the page's instruction (its ``#query``; MiniWoB's reward does not read it)."""
+        self.driver.execute_script("document.getElementById('query').textContent = arguments[0];", text)
+
     def screenshot(self) -> bytes:
         """The page as PNG bytes: the viewport, `VIEWPORT` pixels wide and high."""
         return bytes(self.driver.get_screenshot_as_png())

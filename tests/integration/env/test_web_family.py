@@ -271,3 +271,43 @@ def test_screenshots_are_pngs_of_the_page_after_reset_and_every_step() -> None:
     finally:
         shooting.close()
         plain.close()
+
+
+@needs_browser
+def test_a_written_instruction_replaces_the_pages_own_and_the_expert_validates_it(family: WebFamily) -> None:
+    """The environment model's path in a real browser: a click-button rewrite, filled with each page's
+    own button, is what the agent reads, and the expert still wins every page with it; a
+    click-checkboxes paraphrase the expert cannot read, an unknown template and a held-out page's
+    key are handled as documented."""
+    from services.common.errors import InvalidArgumentError
+    from services.env.web_variants import VariantError, instruction_template
+
+    parent = spec("click-button", 3, distractors=2)
+    own = family.instruction(parent)
+    template = instruction_template(own, f'Somewhere on this page is a button saying "{quoted(own)[0]}". Press it.')
+    written = TaskSpec("web", {**parent.knobs, "instruction": float(family.add_written(template))}, parent.seed)
+    assert family.instruction(written) == f'Somewhere on this page is a button saying "{quoted(own)[0]}". Press it.'
+    assert family.check_instruction(written, pages=3) == 1
+    episode = family.make_episode(TaskSpec("web", dict(written.knobs), 11), 0)
+    try:
+        assert episode.observation.startswith("Instruction: Somewhere on this page is a button saying")
+        assert episode.task_text == f"Web task (click-button): {episode.utterance}"
+        assert quoted(episode.utterance) == quoted(episode.page_utterance)  # page 11's own button
+        result = episode.step(episode.oracle_plan()[0])
+        assert result.won and result.reward == 1.0
+    finally:
+        episode.close()
+    assert family.instance_key(written) == family.instance_key(parent)  # the same page: held-out stays held out
+
+    boxes = spec("click-checkboxes", 2)
+    paraphrase = family.add_written(instruction_template(family.instruction(boxes), "Tick the right boxes, then submit."))
+    with pytest.raises(VariantError, match="the expert cannot read the written instruction on page seed 2"):
+        family.check_instruction(TaskSpec("web", {**boxes.knobs, "instruction": float(paraphrase)}, 2), pages=1)
+    with pytest.raises(InvalidArgumentError, match="knob instruction=5 names no written instruction held here"):
+        family.make_episode(TaskSpec("web", {**parent.knobs, "instruction": 5.0}, 3), 0)
+    fresh = WebFamily(browsers=1)
+    try:
+        fresh.load_version({"web_instruction": template})
+        assert fresh.instruction(written) == family.instruction(written)
+    finally:
+        fresh.close()
