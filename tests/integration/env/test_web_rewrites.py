@@ -20,7 +20,7 @@ from rlanything.v1.events_pb2 import TaskPoolEvent
 from services.common.streams import Subjects
 from services.env.families.web_browser import BrowserMissingError, find_browser
 from services.env.families.web_page import quoted
-from tests.integration.env.test_model_proposer import ScriptedModel, kinds, report
+from tests.integration.env.test_model_proposer import ScriptedModel, kinds, report, too_easy
 from tests.support import events
 
 try:
@@ -82,11 +82,7 @@ async def test_a_rewritten_instruction_is_accepted_only_when_it_keeps_the_target
             json.dumps({"instruction": 'Click on the "zzz" button.'}),                       # another target
             json.dumps({"instruction": rewrite, "distractors": 4}),                          # valid, busier page
         ]
-        for n in range(3):  # too easy (acc 1) three times: each report asks the model for a harder instruction
-            await bus.publish(Subjects.CRITIC_TASK, report(task.ref, 1.0, f"r{n}/easy", False, ("click 99",)),
-                              msg_id=f"r{n}/easy")
-            await events(bus, Subjects.ENV_POOL, "REPORTS", 2 + 2 * n, TaskPoolEvent)
-        evs = await events(bus, Subjects.ENV_POOL, "REPORTS", 6, TaskPoolEvent)
+        evs = await too_easy(bus, task.ref, 3, "click 99")  # each report asks the model for a harder instruction
         assert kinds(evs) == ["REQUESTED", "REJECTED_UNDEPLOYABLE"] * 2 + ["REQUESTED", "PROPOSED"]
         reasons = [e.reason for e in evs[1::2]]
         assert "not JSON" in reasons[0]
