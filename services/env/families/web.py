@@ -262,6 +262,14 @@ class WebFamily(TaskFamily):
         (``instruction`` is the environment model's, never moved)."""
         return ["distractors", "min_text", "task"]
 
+    def start(self) -> None:
+        """Start all the pool's browsers before the env serves (`BrowserPool.warm`).
+
+        Raises:
+            BrowserMissingError: Chromium or chromedriver is not installed.
+        """
+        self.pool.warm()
+
     def close(self) -> None:
         """Quit the family's browsers."""
         self.pool.close()
