@@ -22,9 +22,16 @@ COPY rlanything ./rlanything
 RUN pip install .
 # Smoke test: every service module imports (pip check is not used: it flags the textworld
 # wheel's platform tag although the wheel works).
-RUN cd / && python -c "import services.env.service, services.policy.service, services.reward.service, services.critic.service"
+RUN cd / && python -c "import services.env.service, services.policy.service, services.reward.service, services.critic.service, selenium, miniwob"
 
 FROM ${PYTHON_IMAGE}
+# Debian's Chromium and chromedriver for the env service's `web` family (docs/web.md): headless
+# browsers that play MiniWoB++ pages. About 380 MB installed (chromium 290, chromium-common 66,
+# chromium-driver 25; Debian 12 package sizes) plus the libraries they pull in. One browser takes
+# about 0.6 GiB (PSS, bench/web_env.md): raise the env pod's memory limit to cover `browsers` of them.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends chromium chromium-driver \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 rlanything \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin rlanything
 COPY --from=build /opt/venv /opt/venv

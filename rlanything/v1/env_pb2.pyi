@@ -66,20 +66,22 @@ class ResetRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
-    __slots__ = ("session_id", "task_text", "observation", "admissible_actions", "single_turn", "max_steps")
+    __slots__ = ("session_id", "task_text", "observation", "admissible_actions", "single_turn", "max_steps", "screenshot_png")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TEXT_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     ADMISSIBLE_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     SINGLE_TURN_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
+    SCREENSHOT_PNG_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     task_text: str
     observation: str
     admissible_actions: _containers.RepeatedScalarFieldContainer[str]
     single_turn: bool
     max_steps: int
-    def __init__(self, session_id: _Optional[str] = ..., task_text: _Optional[str] = ..., observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., single_turn: _Optional[bool] = ..., max_steps: _Optional[int] = ...) -> None: ...
+    screenshot_png: bytes
+    def __init__(self, session_id: _Optional[str] = ..., task_text: _Optional[str] = ..., observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., single_turn: _Optional[bool] = ..., max_steps: _Optional[int] = ..., screenshot_png: _Optional[bytes] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("session_id", "action")
@@ -90,7 +92,7 @@ class StepRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
 
 class StepResponse(_message.Message):
-    __slots__ = ("observation", "admissible_actions", "reward", "terminated", "truncated", "won", "oracle_label", "oracle_plan_length")
+    __slots__ = ("observation", "admissible_actions", "reward", "terminated", "truncated", "won", "oracle_label", "oracle_plan_length", "screenshot_png")
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     ADMISSIBLE_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +101,7 @@ class StepResponse(_message.Message):
     WON_FIELD_NUMBER: _ClassVar[int]
     ORACLE_LABEL_FIELD_NUMBER: _ClassVar[int]
     ORACLE_PLAN_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    SCREENSHOT_PNG_FIELD_NUMBER: _ClassVar[int]
     observation: str
     admissible_actions: _containers.RepeatedScalarFieldContainer[str]
     reward: float
@@ -107,7 +110,8 @@ class StepResponse(_message.Message):
     won: bool
     oracle_label: _events_pb2.StepLabel
     oracle_plan_length: int
-    def __init__(self, observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., won: _Optional[bool] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ..., oracle_plan_length: _Optional[int] = ...) -> None: ...
+    screenshot_png: bytes
+    def __init__(self, observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., won: _Optional[bool] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ..., oracle_plan_length: _Optional[int] = ..., screenshot_png: _Optional[bytes] = ...) -> None: ...
 
 class CloseRequest(_message.Message):
     __slots__ = ("session_id",)

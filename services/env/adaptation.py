@@ -4,11 +4,11 @@ What a report does is decided by `services.env.decisions.decide` (pure, table-te
 reads the slot and the facts the decision needs, and applies the `Decision` (pool writes, proposals,
 events).
 
-Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``; family
-``code``) get their variants from a `ModelProposer` instead of a knob move: the model's JSON must
-parse, build and pass the family's verifier (code: the rewritten problem's reference passes its own
-tests in the sandbox) before the candidate is pending; the acceptance rule then decides as for any
-candidate.
+Text families with ``proposer: model`` (family ``live``, once a task is admitted to ``train``; families
+``code`` and ``web``) get their variants from a `ModelProposer` instead of a knob move: the model's JSON
+must parse, build and pass the family's verifier (code: the rewritten problem's reference passes its own
+tests in the sandbox; web: the scripted expert wins the task's pages reading the rewritten instruction)
+before the candidate is pending; the acceptance rule then decides as for any candidate.
 
 Every decision is published on `rla.env.pool` as a `TaskPoolEvent` with its reason and counted
 in Prometheus. Handlers are idempotent: a redelivered report finds its effect already in the
@@ -39,8 +39,15 @@ from services.env.pool import TaskPool, spec_of
 from services.env.proposer import Proposer
 from services.env.slots import ref_of
 from services.env.text_variants import TextTask, VariantError, check_variant
+from services.env.families.web import INSTRUCTION_KEY
+from services.env.web_variants import instruction_template
 
-__all__ = ["Adaptation", "POOL_DECISIONS", "RETRY_KEY", "decide"]
+__all__ = ["Adaptation", "POOL_DECISIONS", "RETRY_KEY", "decide", "WEB"]
+
+WEB = "web"
+"""The family whose written variants are instructions (`_write_instruction`)."""
+INSTRUCTION_PAGES = 3
+"""Pages the scripted expert must win with a written instruction of a per-rollout web task."""
 
 if TYPE_CHECKING:
     from services.env.code_tasks import CodeTasks
@@ -163,7 +170,10 @@ class Adaptation:
         """A variant of ``slot``'s active task: written by the model for its families (``code``), else a
         knob move (`_propose`)."""
         if slot.family in self.model_families and self.writer is not None:
-            await self._write_problem(report, slot, direction, retry)
+            if slot.family == WEB:
+                await self._write_instruction(report, slot, direction, retry)
+            else:
+                await self._write_problem(report, slot, direction, retry)
         else:
             await self._propose(report, slot, direction, retry)
 
@@ -195,6 +205,46 @@ class Adaptation:
         await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
                             f"model proposer ({self.writer.name}): {side} problem, its reference passed its "
                             f"{len(variant.tests)} tests in the sandbox: {variant.statement[:80]!r}",
+                            acc_prev=report.acc)
+
+    async def _write_instruction(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:
+        """Ask the model to rewrite a web task's instruction; refuse it (with the reason) unless it keeps
+        the instruction's quoted texts and the scripted expert, reading it, wins the task's pages
+        (`WebFamily.check_instruction`); else make it the slot's pending candidate, the template in its
+        metadata (its own rollouts then decide, as for any candidate)."""
+        assert self.writer is not None
+        await self._publish(report, _KIND.KIND_REQUESTED, direction, slot, None,
+                            f"acc={report.acc:.3f} over {report.rollouts} rollouts", acc_prev=report.acc)
+        family = self.pool.family(slot.family)
+        failed = [a for b in report.bad_steps for a in b.actions]
+        parent = spec_of(slot.family, slot.active)
+        try:
+            family.load_version(slot.active.metadata)
+            instruction = await asyncio.to_thread(family.instruction, parent)  # type: ignore[attr-defined]  # the web family
+            rewrite = await self.writer.write_instruction(instruction, family.task_of(parent),  # type: ignore[attr-defined]  # the web family
+                                                          direction, report.acc, failed)
+            template = instruction_template(instruction, rewrite.instruction)
+            knobs = {**parent.knobs, "instruction": float(family.add_written(template))}  # type: ignore[attr-defined]  # the web family
+            if rewrite.distractors is not None:
+                knobs["distractors"] = float(rewrite.distractors)
+            pages = INSTRUCTION_PAGES if slot.family in self.per_rollout else 1  # per-rollout: the template meets many pages
+            plan = await asyncio.to_thread(family.check_instruction, spec_of(slot.family, TaskVersion(  # type: ignore[attr-defined]  # the web family
+                knobs=knobs, seed=parent.seed)), pages)
+        except (VariantError, InvalidArgumentError) as exc:
+            await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
+                                f"model proposer ({self.writer.name}): {exc}", acc_prev=report.acc)
+            return
+        candidate = TaskVersion(knobs=knobs, seed=parent.seed, oracle_plan_length=plan,
+                                parent_version=slot.active.version, created_round=report.round,
+                                parent_acc=report.acc, direction=direction, created_from_job=report.job_id,  # type: ignore[arg-type]  # protobuf enum fields take their int values
+                                metadata={**slot.active.metadata, INSTRUCTION_KEY: template, "written_by": self.writer.name,
+                                          **({RETRY_KEY: str(retry)} if retry else {})})
+        new_slot = await self.pool.add_candidate(slot.slot_id, candidate)
+        side = "harder" if direction == DIRECTION_HARDER else "easier"
+        await self._publish(report, _KIND.KIND_PROPOSED, direction, new_slot, new_slot.pending,
+                            f"model proposer ({self.writer.name}): {side} instruction, the expert won its pages with "
+                            f"it: {rewrite.instruction[:80]!r}" + ("" if rewrite.distractors is None else
+                                                                  f", distractors {rewrite.distractors}"),
                             acc_prev=report.acc)
 
     async def _resolve(self, report: TaskReport, slot: TaskSlot, decision: Decision) -> None:

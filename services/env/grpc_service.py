@@ -64,6 +64,7 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         slot = await self.pool.slot(request.task.slot_id)
         family = self.pool.family(slot.family)
         version = find_version(slot, request.task.version)
+        family.load_version(version.metadata)
         spec = spec_of(slot.family, version)
         if slot.split == "train" and slot.family in self.per_rollout:  # its own instance, never an evaluation one
             spec, _ = await asyncio.to_thread(train_instance, family, spec, int(request.seed), True,

@@ -1,6 +1,7 @@
 """The model proposer's I/O shell: asks an OpenAI-compatible chat-completions server (the policy's
-own /v1 endpoint, vLLM, any hosted model) to write a variant of a text task or a rewrite of a coding
-problem; the requests and parsing are pure (`services.env.text_variants`, `services.env.code_variants`)."""
+own /v1 endpoint, vLLM, any hosted model) to write a variant of a text task, a rewrite of a coding
+problem or of a web task's instruction; the requests and parsing are pure (`services.env.text_variants`,
+`services.env.code_variants`, `services.env.web_variants`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from services.common.config.env import ModelProposerConfig
 from services.env.code_variants import code_variant_messages, parse_code_variant
 from services.env.families.code_problems import CodeProblem
 from services.env.text_variants import TextTask, VariantError, parse_variant, variant_messages
+from services.env.web_variants import WebRewrite, parse_web_variant, web_variant_messages
 
 __all__ = ["ModelProposer"]
 
@@ -50,6 +52,18 @@ class ModelProposer:
         """
         messages = code_variant_messages(parent, direction, acc, list(failed_answers)[: self.cfg.max_failed_answers])
         return parse_code_variant(await self._ask(messages))
+
+    async def write_instruction(self, instruction: str, task: str, direction: int, acc: float,
+                                failed_actions: Sequence[str] = ()) -> WebRewrite:
+        """The model's rewrite of a web task's instruction (not yet checked: `web_variants.instruction_template`,
+        then `WebFamily.check_instruction`).
+
+        Raises:
+            VariantError: the server failed or refused, or its answer is no valid rewrite.
+        """
+        messages = web_variant_messages(instruction, task, direction, acc,
+                                        list(failed_actions)[: self.cfg.max_failed_answers])
+        return parse_web_variant(await self._ask(messages))
 
     async def _ask(self, messages: list[dict[str, str]]) -> str:
         """The model's answer text to ``messages``. Raises VariantError when the server fails."""

@@ -34,7 +34,8 @@ async def reset_episode(sessions: SessionStore, ref: TaskRef, family: TaskFamily
     return env_pb2.ResetResponse(session_id=session.session_id, task_text=episode.task_text,
                                  observation=episode.observation,
                                  admissible_actions=list(episode.admissible_actions),
-                                 single_turn=episode.single_turn, max_steps=family.max_steps)
+                                 single_turn=episode.single_turn, max_steps=family.max_steps,
+                                 screenshot_png=episode.screenshot_png)
 
 
 async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:
@@ -54,7 +55,9 @@ async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:
         session.done = result.terminated or truncated
         label = result.oracle_label if result.oracle_label is not None else step_label(
             before, result.oracle_plan_length, result.won, session.episode.single_turn)
+        screenshot = session.episode.screenshot_png
     return env_pb2.StepResponse(observation=result.observation, admissible_actions=list(result.admissible_actions),
                                 reward=result.reward, terminated=result.terminated, truncated=truncated,
                                 won=result.won, oracle_label=label,  # type: ignore[arg-type]  # protobuf enum fields take their int values
-                                oracle_plan_length=result.oracle_plan_length or 0)
+                                oracle_plan_length=result.oracle_plan_length or 0,
+                                screenshot_png=screenshot)

@@ -31,9 +31,9 @@ def config_hash(*parts: object) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-_POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs", "proposer", "train_instances"}
-"""Family fields that size the task pool or pick its proposer but never change what the cold start
-learns from."""
+_POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs", "proposer", "train_instances", "screenshots"}
+"""Family fields that size the task pool, pick its proposer or add what the text-only cold start does
+not read (web screenshots), and never change what the cold start learns from."""
 
 
 def _family_key(fam_cfg: FamilyConfig) -> dict:

@@ -37,6 +37,9 @@ class FamilyConfig(StrictModel):
     max_steps: int = Field(0, ge=0, description="Steps per episode (0 = the family's default).")
     browsers: int = Field(2, ge=1, le=64, description="web only: headless Chromium browsers at most (one per open "
                                                       "episode, reused across episodes; more open episodes wait).")
+    screenshots: bool = Field(False, description="web only: put the page as PNG bytes in every Reset and Step "
+                                                 "response (screenshot_png; for vision models; costs a capture per "
+                                                 "step). Off: the observation is text only.")
     observation: Literal["map", "window"] = Field(
         "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
                            "agent plus the goal's offset (a tiny model learns from it; see the README).")
@@ -48,7 +51,7 @@ class FamilyConfig(StrictModel):
                             "OOD slots always stay one fixed instance each.")
     proposer: Literal["parametric", "model"] = Field(
         "parametric", description="Who writes this family's variants: 'parametric' moves a difficulty knob; 'model' "
-                                  "(text families: live, code) asks the OpenAI-compatible model of "
+                                  "(text families: live, code; web: the instruction) asks the OpenAI-compatible model of "
                                   "env.adaptation.model_proposer to write one as JSON.")
 
     @model_validator(mode="after")
@@ -103,7 +106,7 @@ class SchedulerConfig(StrictModel):
     eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")
 
 
-TEXT_FAMILIES = frozenset({"live", "code"})
+TEXT_FAMILIES = frozenset({"live", "code", "web"})
 """Family types whose tasks are text a model can rewrite (`proposer: model`)."""
 CODE_FAMILIES = frozenset({"code", "codeio"})
 """Family types whose answers are programs scored by ground-truth tests (docs/coding.md): the critic's

@@ -70,6 +70,9 @@ class Episode(ABC):
     admissible_actions: tuple[str, ...]
     """Actions the agent may choose from now (empty for single-turn tasks: answer freely)."""
     single_turn: bool = False
+    screenshot_png: bytes = b""
+    """The current screen as PNG bytes (families with screenshots, e.g. ``web`` with ``screenshots: true``;
+    empty otherwise)."""
 
     @abstractmethod
     def step(self, action: str) -> StepResult:
@@ -229,6 +232,11 @@ class TaskFamily(ABC):
         finally:
             episode.close()
         return None if plan is None else len(plan)
+
+    def load_version(self, metadata: Mapping[str, str]) -> None:
+        """Take what a task version's metadata carries that its knobs and seed only name (the ``web``
+        family: a model-written instruction); called before an episode of that version is built.
+        The default takes nothing."""
 
     def move_knob(self, knobs: Mapping[str, float], name: str, harder: bool) -> dict[str, float] | None:
         """``knobs`` with knob ``name`` moved one step harder or easier; None at its bound."""

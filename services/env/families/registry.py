@@ -38,7 +38,7 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path, sandbox: SandboxConfi
     elif cfg.type == "web":
         from services.env.families.web import WebFamily
 
-        family = WebFamily(browsers=cfg.browsers)
+        family = WebFamily(browsers=cfg.browsers, screenshots=cfg.screenshots)
     elif cfg.type == "code":
         from services.env.families.code_family import CodeFamily
 

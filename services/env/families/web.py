@@ -14,6 +14,11 @@ links, fields or checkboxes of the task's kind added to the same page: a `Knob.s
 and ``min_text`` (typing tasks: the problem is redrawn until every text to type has at least this
 many characters). A task's seed draws MiniWoB's problem (``Math.seedrandom``); the episode seed
 changes nothing (the pages have no other randomness).
+
+With ``proposer: model`` the environment model rewrites instructions (`services.env.web_variants`):
+knob ``instruction`` names a written instruction template (0: the page's own instruction), which
+the family must hold (`add_written`, or `load_version` from the task version's metadata key
+`INSTRUCTION_KEY`); the parametric proposer never moves it.
 """
 
 from __future__ import annotations
@@ -23,13 +28,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from services.common.errors import InvalidArgumentError
-from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
+from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec, rollout_instance
 from services.env.families.web_actions import ActionSyntaxError, parse_action
 from services.env.families.web_browser import BrowserPool
 from services.env.families.web_page import (DISTRACTOR_WORDS, TASKS, Element, admissible_actions, expert_plan,
-                                            flatten_dom, is_success, outcome_text, render_page)
+                                            flatten_dom, is_success, outcome_text, quoted, render_page)
+from services.env.web_variants import VariantError, fill_template, template_id
 
-__all__ = ["WebFamily", "WebEpisode", "DISTRACTOR_KIND"]
+__all__ = ["WebFamily", "WebEpisode", "DISTRACTOR_KIND", "INSTRUCTION_KEY"]
+
+INSTRUCTION_KEY = "web_instruction"
+"""``TaskVersion.metadata`` key of a written instruction template (`web_variants.instruction_template`)."""
 
 DISTRACTOR_KIND: dict[str, str] = {"click-button": "button", "click-link": "link", "focus-text": "field",
                                    "enter-text": "field", "click-checkboxes": "checkbox", "login-user": "field"}
@@ -40,12 +49,18 @@ class WebEpisode(Episode):
     """One MiniWoB++ episode on a pooled browser; the browser goes back to the pool when the page
     ends the episode or the episode is closed, whichever comes first."""
 
-    def __init__(self, pool: BrowserPool, task: str, seed: int, distractors: int, min_text: int) -> None:
+    def __init__(self, pool: BrowserPool, task: str, seed: int, distractors: int, min_text: int,
+                 screenshots: bool = False, template: str = "") -> None:
         self.pool = pool
         self.task = task
+        self.screenshots = screenshots
         self.browser: Any = pool.acquire(task)
         try:
             self.browser.begin(task, seed, min_text, DISTRACTOR_KIND[task], distractors, DISTRACTOR_WORDS)
+            self.page_utterance = str(self.browser.snapshot()["utterance"])
+            """The page's own instruction (before a written template replaces it)."""
+            if template:
+                self.browser.set_instruction(fill_template(template, quoted(self.page_utterance)))
             self._read()
         except BaseException:
             self._give_back(broken=True)
@@ -61,6 +76,8 @@ class WebEpisode(Episode):
             self.elements: list[Element] = flatten_dom(snap["dom"])
             self.observation = render_page(self.utterance, self.elements)
             self.admissible_actions = admissible_actions(self.utterance, self.elements)
+        if self.screenshots:
+            self.screenshot_png = self.browser.screenshot()
         return snap
 
     def _give_back(self, broken: bool = False) -> None:
@@ -126,11 +143,18 @@ class WebFamily(TaskFamily):
              description="Inert elements of the task's kind added to the same page."),
         Knob("min_text", 0, 5, 1, default=0,
              description="Typing tasks: every text to type has at least this many characters (login-user's passwords have 2-5)."),
+        Knob("instruction", 0, 2**31 - 1, 1, default=0,
+             description="0: the page's own instruction; else the id of a model-written instruction template "
+                         "(proposer: model; never moved by the parametric proposer)."),
     )
     max_steps = 8
 
-    def __init__(self, browsers: int = 2, wait_s: float = 120.0) -> None:
+    def __init__(self, browsers: int = 2, wait_s: float = 120.0, screenshots: bool = False) -> None:
         self.pool = BrowserPool(browsers, wait_s)
+        self.screenshots = screenshots
+        """Capture the page as PNG bytes after Reset and every Step (`Episode.screenshot_png`)."""
+        self.written: dict[int, str] = {}
+        """Written instruction templates by id (the ``instruction`` knob)."""
         self.max_open_episodes = browsers
 
     def task_of(self, spec: TaskSpec) -> str:
@@ -139,19 +163,92 @@ class WebFamily(TaskFamily):
         return TASKS[int(spec.knobs["task"])]
 
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> WebEpisode:
-        """An episode of the page drawn from the task's seed (``episode_seed`` changes nothing)."""
-        return WebEpisode(self.pool, self.task_of(spec), int(spec.seed), int(spec.knobs.get("distractors", 0)),
-                          int(spec.knobs.get("min_text", 0)))
+        """An episode of the page drawn from the task's seed (``episode_seed`` changes nothing), with
+        the written instruction of knob ``instruction`` in place of the page's own when it is not 0.
+
+        Raises:
+            InvalidArgumentError: knobs out of bounds, or a written instruction this process does not hold.
+            VariantError: the written template needs more quoted texts than the page's instruction has.
+        """
+        task = self.task_of(spec)
+        return WebEpisode(self.pool, task, int(spec.seed), int(spec.knobs.get("distractors", 0)),
+                          int(spec.knobs.get("min_text", 0)), self.screenshots, self.template_of(spec))
+
+    def template_of(self, spec: TaskSpec) -> str:
+        """The written instruction template of ``spec`` ("" for the page's own instruction).
+
+        Raises:
+            InvalidArgumentError: knob ``instruction`` names a template this process does not hold.
+        """
+        number = int(spec.knobs.get("instruction", 0))
+        if number and number not in self.written:
+            raise InvalidArgumentError(f"web: knob instruction={number} names no written instruction held here "
+                                       f"(its task version's metadata {INSTRUCTION_KEY!r} loads it)")
+        return self.written.get(number, "")
+
+    def add_written(self, template: str) -> int:
+        """Hold a written instruction template; returns its id (the ``instruction`` knob's value)."""
+        number = template_id(template)
+        self.written[number] = template
+        return number
+
+    def load_version(self, metadata: Mapping[str, str]) -> None:
+        """Hold the written instruction a task version carries in its metadata (`INSTRUCTION_KEY`)."""
+        if metadata.get(INSTRUCTION_KEY):
+            self.add_written(metadata[INSTRUCTION_KEY])
+
+    def instruction(self, spec: TaskSpec) -> str:
+        """The instruction the agent reads on ``spec``'s page (a written one filled in, if any)."""
+        episode = self.make_episode(spec, 0)
+        try:
+            return episode.utterance
+        finally:
+            episode.close()
+
+    def check_instruction(self, spec: TaskSpec, pages: int = 3) -> int:
+        """Validate a written instruction by rollouts: the scripted expert, reading only the written
+        instruction, plays ``spec``'s page and ``pages - 1`` other pages of the same knobs (seeds
+        derived from ``spec.seed``, the pages a per-rollout task plays) and must win every one.
+
+        Returns:
+            The expert's plan length on ``spec``'s own page (the candidate's oracle plan length).
+
+        Raises:
+            VariantError: the expert cannot read the instruction or loses a page (the reason names
+                the page's seed and instruction).
+        """
+        first = 0
+        for i in range(pages):
+            seed = spec.seed if i == 0 else rollout_instance(spec, i).seed
+            episode = self.make_episode(TaskSpec(spec.family, dict(spec.knobs), seed), 0)
+            try:
+                plan = episode.oracle_plan()
+                if not plan:
+                    raise VariantError(f"the expert cannot read the written instruction on page seed {seed}: "
+                                       f"{episode.utterance!r}")
+                first = first or len(plan)
+                for action in plan:
+                    result = episode.step(action)
+                    if result.terminated:
+                        break
+                if not episode.won:
+                    raise VariantError(f"the expert lost page seed {seed} following the written instruction "
+                                       f"{episode.utterance!r} (the page's own: {episode.page_utterance!r})")
+            finally:
+                episode.close()
+        return first
 
     def instance_key(self, spec: TaskSpec) -> str:
         """``web:<task>:<hash>`` of the page at the start: the observation text plus each element's
         position, so two seeds are one instance only when the page looks the same (focus-text's
         pages differ only by where the field is).
 
+        A written instruction (knob ``instruction``) does not change the key: the page is the same.
+
         Raises:
             InvalidArgumentError: knobs out of bounds.
         """
-        episode = self.make_episode(spec, 0)
+        episode = self.make_episode(TaskSpec(spec.family, {**spec.knobs, "instruction": 0.0}, spec.seed), 0)
         try:
             snap = episode.browser.snapshot()
             layout = _layout(snap["dom"]) if snap["dom"] is not None else ""
@@ -161,8 +258,17 @@ class WebFamily(TaskFamily):
         return f"{self.name}:{episode.task}:{digest}"
 
     def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
-        """Distractors first (the same page, one notch busier), then text length, then the task."""
+        """Distractors first (the same page, one notch busier), then text length, then the task
+        (``instruction`` is the environment model's, never moved)."""
         return ["distractors", "min_text", "task"]
+
+    def start(self) -> None:
+        """Start all the pool's browsers before the env serves (`BrowserPool.warm`).
+
+        Raises:
+            BrowserMissingError: Chromium or chromedriver is not installed.
+        """
+        self.pool.warm()
 
     def close(self) -> None:
         """Quit the family's browsers."""

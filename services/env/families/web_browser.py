@@ -29,9 +29,13 @@ from typing import Any
 
 from services.common.errors import BusyError, RLAnythingError
 
-__all__ = ["BrowserMissingError", "find_browser", "Browser", "BrowserPool", "PAGE_CLOCK_MS", "descendants",
+__all__ = ["BrowserMissingError", "find_browser", "Browser", "BrowserPool", "PAGE_CLOCK_MS", "VIEWPORT", "descendants",
            "miniwob_pages"]
 
+VIEWPORT = (500, 300)
+"""The page's viewport in CSS pixels (device pixel ratio 1): MiniWoB's task (160x210 at the top left)
+fits, and a screenshot is this size. Set through DevTools, since headless Chromium's window size
+includes the browser's own bars (``--window-size=400,300`` left a 500x157 viewport, measured)."""
 PAGE_CLOCK_MS = 2**31 - 1
 """The page's episode time limit during an episode (ms; the largest setTimeout delay browsers honour)."""
 
@@ -158,6 +162,8 @@ class Browser:
         self.driver = webdriver.Chrome(service=self._service, options=options)
         self.driver.set_script_timeout(timeout_s)
         self.driver.set_page_load_timeout(timeout_s)
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": VIEWPORT[0], "height": VIEWPORT[1], "deviceScaleFactor": 1, "mobile": False})
         process = self._service.process
         self.driver_pid: int | None = process.pid if process is not None else None
         self.pids = [self.driver_pid, *descendants(self.driver_pid)] if self.driver_pid else []
@@ -186,6 +192,14 @@ class Browser:
         """``utterance``, ``dom`` (``core.getDOMInfo()``; None once done), ``done``, ``raw`` (the raw
         reward), ``reason``."""
         return dict(self.driver.execute_script(_SNAPSHOT_JS))
+
+    def set_instruction(self, text: str) -> None:
+        """Show ``text`` as the page's instruction (its ``#query``; MiniWoB's reward does not read it)."""
+        self.driver.execute_script("document.getElementById('query').textContent = arguments[0];", text)
+
+    def screenshot(self) -> bytes:
+        """The page as PNG bytes: the viewport, `VIEWPORT` pixels wide and high."""
+        return bytes(self.driver.get_screenshot_as_png())
 
     def click(self, ref: int) -> str:
         """Click element ``ref`` of the last snapshot; "" or why it could not."""
@@ -290,6 +304,41 @@ class BrowserPool:
             raise
         self.started_total += 1
         return browser
+
+    def warm(self) -> int:
+        """Start browsers until ``size`` run, in parallel, and keep them idle; returns how many started.
+        A Reset then takes an idle browser instead of starting one (5.5 s at a load average of 19,
+        measured), which a client's deadline may not cover.
+
+        Raises:
+            BrowserMissingError: Chromium or chromedriver is not installed.
+        """
+        with self._cond:
+            count = self.size - self._running
+            self._running += count
+        results: list[Any] = [None] * count
+
+        def start(i: int) -> None:
+            try:
+                results[i] = self.factory()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, after the other starts
+                results[i] = exc
+
+        threads = [threading.Thread(target=start, args=(i,), name=f"browser-start-{i}") for i in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        started = [b for b in results if not isinstance(b, BaseException)]
+        failed = [e for e in results if isinstance(e, BaseException)]
+        with self._cond:
+            self._running -= len(failed)
+            self._idle += started
+            self.started_total += len(started)
+            self._cond.notify_all()
+        if failed:
+            raise failed[0]
+        return len(started)
 
     def release(self, browser: Any, broken: bool = False) -> None:
         """Give ``browser`` back; a ``broken`` one (a failed call) is quit instead of reused."""

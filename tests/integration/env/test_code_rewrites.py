@@ -18,7 +18,7 @@ import pytest
 from rlanything.v1 import env_pb2, env_pb2_grpc
 from rlanything.v1.events_pb2 import TaskPoolEvent
 from services.common.streams import Subjects
-from tests.integration.env.test_model_proposer import ScriptedModel, kinds, report
+from tests.integration.env.test_model_proposer import ScriptedModel, kinds, report, too_easy
 from tests.support import events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
@@ -67,11 +67,7 @@ async def test_a_rewritten_problem_is_accepted_only_when_its_reference_passes_it
     svc = spawn_service("env", CONFIG.format(cache=tmp_path / "cache", url=url, model="scripted"))
     env = env_pb2_grpc.EnvironmentStub(grpc.insecure_channel(svc.address))
     (task,) = code_tasks(env, 1)  # the pool is seeded after the service reports SERVING
-    for n in range(4):  # too easy (acc 1) four times: each report asks the model for a harder problem
-        await bus.publish(Subjects.CRITIC_TASK, report(task.ref, 1.0, f"r{n}/easy", False, ("print(0)",)),
-                          msg_id=f"r{n}/easy")
-        await events(bus, Subjects.ENV_POOL, "REPORTS", 2 + 2 * n, TaskPoolEvent)
-    evs = await events(bus, Subjects.ENV_POOL, "REPORTS", 8, TaskPoolEvent)
+    evs = await too_easy(bus, task.ref, 4, "print(0)")  # each report asks the model for a harder problem
     assert kinds(evs) == ["REQUESTED", "REJECTED_UNDEPLOYABLE"] * 3 + ["REQUESTED", "PROPOSED"]
     reasons = [e.reason for e in evs[1::2]]
     assert "not JSON" in reasons[0]

@@ -105,6 +105,15 @@ async def admitted_live_task(bus, env: env_pb2_grpc.EnvironmentStub):
     return task
 
 
+async def too_easy(bus, task, times: int, bad_answer: str) -> list[TaskPoolEvent]:
+    """Report ``task`` too easy (acc 1, ``bad_answer`` called bad) ``times`` times, one at a time: each
+    asks the model for a harder variant (two pool events each: requested, then the verdict)."""
+    for n in range(times):
+        await bus.publish(Subjects.CRITIC_TASK, report(task, 1.0, f"r{n}/easy", False, (bad_answer,)), msg_id=f"r{n}/easy")
+        await events(bus, Subjects.ENV_POOL, "REPORTS", 2 + 2 * n, TaskPoolEvent)
+    return await events(bus, Subjects.ENV_POOL, "REPORTS", 2 * times, TaskPoolEvent)
+
+
 def kinds(evs: list[TaskPoolEvent]) -> list[str]:
     return [TaskPoolEvent.Kind.Name(e.kind).removeprefix("KIND_") for e in evs]
 

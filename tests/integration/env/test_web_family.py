@@ -13,7 +13,7 @@ import pytest
 
 from services.env.families.base import TaskSpec
 from services.env.families.web import WebFamily
-from services.env.families.web_browser import BrowserMissingError, descendants, find_browser
+from services.env.families.web_browser import VIEWPORT, BrowserMissingError, descendants, find_browser
 from services.env.families.web_page import TASKS, TYPING_TASKS, quoted
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -227,3 +227,87 @@ def test_the_cold_starts_evaluation_plays_no_more_episodes_at_once_than_there_ar
             success_rate(HFGenerator(str(model)), fam, specs, group_size=3)
     finally:
         fam.close()
+
+
+@needs_browser
+def test_screenshots_are_pngs_of_the_page_after_reset_and_every_step() -> None:
+    """``screenshots: true``: the Reset and Step responses carry the page as a PNG of the browser's
+    viewport size; off (the default), they carry no bytes."""
+    import asyncio
+    import io
+
+    from PIL import Image
+    from rlanything.v1.events_pb2 import TaskRef
+
+    from services.env.sessions import SessionStore
+    from services.env.stepping import reset_episode, step_episode
+
+    async def play(fam: WebFamily) -> tuple[list[bytes], tuple[int, int]]:
+        sessions = SessionStore(60.0, 8)
+        reset = await reset_episode(sessions, TaskRef(slot_id="x", family="web"), fam, spec("enter-text", 1), 0)
+        session = sessions.get(reset.session_id)
+        size = session.episode.browser.driver.execute_script(
+            "return [Math.round(window.innerWidth * devicePixelRatio), Math.round(window.innerHeight * devicePixelRatio)];")
+        shots = [reset.screenshot_png]
+        for action in session.episode.oracle_plan():
+            shots.append((await step_episode(session, action)).screenshot_png)
+        sessions.close_all()
+        return shots, tuple(size)
+
+    shooting, plain = WebFamily(browsers=1, screenshots=True), WebFamily(browsers=1)
+    try:
+        shots, size = asyncio.run(play(shooting))
+        assert len(shots) == 3  # Reset, type, submit
+        images = [Image.open(io.BytesIO(png)) for png in shots]
+        assert all(im.format == "PNG" and im.size == size for im in images), [im.size for im in images]
+        assert size == VIEWPORT
+        wrap = shooting.pool._idle[0].driver.execute_script(
+            "var r = document.getElementById('wrap').getBoundingClientRect(); return [r.right, r.bottom];")
+        assert wrap[0] <= size[0] and wrap[1] <= size[1]  # the whole task (160x210) is in the picture
+        for im in images:
+            im.load()  # the whole image decodes
+        assert shots[0] != shots[1]  # the typed text shows
+        assert asyncio.run(play(plain))[0] == [b"", b"", b""]
+    finally:
+        shooting.close()
+        plain.close()
+
+
+@needs_browser
+def test_a_written_instruction_replaces_the_pages_own_and_the_expert_validates_it(family: WebFamily) -> None:
+    """The environment model's path in a real browser: a click-button rewrite, filled with each page's
+    own button, is what the agent reads, and the expert still wins every page with it; a
+    click-checkboxes paraphrase the expert cannot read, an unknown template and a held-out page's
+    key are handled as documented."""
+    from services.common.errors import InvalidArgumentError
+    from services.env.web_variants import VariantError, instruction_template
+
+    parent = spec("click-button", 3, distractors=2)
+    own = family.instruction(parent)
+    template = instruction_template(own, f'Somewhere on this page is a button saying "{quoted(own)[0]}". Press it.')
+    written = TaskSpec("web", {**parent.knobs, "instruction": float(family.add_written(template))}, parent.seed)
+    assert family.instruction(written) == f'Somewhere on this page is a button saying "{quoted(own)[0]}". Press it.'
+    assert family.check_instruction(written, pages=3) == 1
+    episode = family.make_episode(TaskSpec("web", dict(written.knobs), 11), 0)
+    try:
+        assert episode.observation.startswith("Instruction: Somewhere on this page is a button saying")
+        assert episode.task_text == f"Web task (click-button): {episode.utterance}"
+        assert quoted(episode.utterance) == quoted(episode.page_utterance)  # page 11's own button
+        result = episode.step(episode.oracle_plan()[0])
+        assert result.won and result.reward == 1.0
+    finally:
+        episode.close()
+    assert family.instance_key(written) == family.instance_key(parent)  # the same page: held-out stays held out
+
+    boxes = spec("click-checkboxes", 2)
+    paraphrase = family.add_written(instruction_template(family.instruction(boxes), "Tick the right boxes, then submit."))
+    with pytest.raises(VariantError, match="the expert cannot read the written instruction on page seed 2"):
+        family.check_instruction(TaskSpec("web", {**boxes.knobs, "instruction": float(paraphrase)}, 2), pages=1)
+    with pytest.raises(InvalidArgumentError, match="knob instruction=5 names no written instruction held here"):
+        family.make_episode(TaskSpec("web", {**parent.knobs, "instruction": 5.0}, 3), 0)
+    fresh = WebFamily(browsers=1)
+    try:
+        fresh.load_version({"web_instruction": template})
+        assert fresh.instruction(written) == family.instruction(written)
+    finally:
+        fresh.close()

@@ -96,6 +96,31 @@ def test_a_failed_start_frees_its_place() -> None:
     assert pool.running == 0
 
 
+def test_warm_starts_every_browser_up_front_and_acquire_takes_them_without_starting_more() -> None:
+    pool = BrowserPool(3, factory=StandIn)
+    first = pool.acquire()
+    assert pool.warm() == 2 and pool.running == 3 and len(StandIn.started) == 3
+    got = [pool.acquire(), pool.acquire()]
+    assert {id(b) for b in got} == {id(b) for b in StandIn.started[1:]} and id(first) not in {id(b) for b in got}
+    assert pool.warm() == 0 and pool.started_total == 3
+
+
+def test_a_failed_warm_start_frees_its_place_and_keeps_the_others() -> None:
+    calls = []
+
+    def flaky() -> StandIn:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("chromedriver did not start")
+        return StandIn()
+
+    pool = BrowserPool(3, factory=flaky)
+    with pytest.raises(OSError, match="did not start"):
+        pool.warm()
+    assert pool.running == 2 and pool.started_total == 2
+    assert pool.acquire() in StandIn.started
+
+
 def test_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="browsers must be >= 1, got 0"):
         BrowserPool(0)
