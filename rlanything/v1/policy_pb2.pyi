@@ -50,3 +50,17 @@ class GenerateResponse(_message.Message):
     completions: _containers.RepeatedCompositeFieldContainer[Completion]
     model_version: int
     def __init__(self, completions: _Optional[_Iterable[_Union[Completion, _Mapping]]] = ..., model_version: _Optional[int] = ...) -> None: ...
+
+class GenerateChunk(_message.Message):
+    __slots__ = ("token_ids", "logprobs", "text", "completion", "model_version")
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    logprobs: _containers.RepeatedScalarFieldContainer[float]
+    text: str
+    completion: Completion
+    model_version: int
+    def __init__(self, token_ids: _Optional[_Iterable[int]] = ..., logprobs: _Optional[_Iterable[float]] = ..., text: _Optional[str] = ..., completion: _Optional[_Union[Completion, _Mapping]] = ..., model_version: _Optional[int] = ...) -> None: ...

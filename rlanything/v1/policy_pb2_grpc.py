@@ -39,6 +39,11 @@ class PolicyStub:
                 request_serializer=rlanything_dot_v1_dot_policy__pb2.GenerateRequest.SerializeToString,
                 response_deserializer=rlanything_dot_v1_dot_policy__pb2.GenerateResponse.FromString,
                 _registered_method=True)
+        self.GenerateStream = channel.unary_stream(
+                '/rlanything.v1.Policy/GenerateStream',
+                request_serializer=rlanything_dot_v1_dot_policy__pb2.GenerateRequest.SerializeToString,
+                response_deserializer=rlanything_dot_v1_dot_policy__pb2.GenerateChunk.FromString,
+                _registered_method=True)
 
 
 class PolicyServicer:
@@ -51,6 +56,16 @@ class PolicyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GenerateStream(self, request, context):
+        """Streams the completion of one chat (exactly one prompt) as it is generated: chunks of new
+        tokens, then one last chunk that holds the whole completion. Cancelling the call (or its
+        deadline) stops the generation. Malformed request, or more than one prompt: INVALID_ARGUMENT.
+        A server without streaming answers UNIMPLEMENTED: call Generate instead.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PolicyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -58,6 +73,11 @@ def add_PolicyServicer_to_server(servicer, server):
                     servicer.Generate,
                     request_deserializer=rlanything_dot_v1_dot_policy__pb2.GenerateRequest.FromString,
                     response_serializer=rlanything_dot_v1_dot_policy__pb2.GenerateResponse.SerializeToString,
+            ),
+            'GenerateStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.GenerateStream,
+                    request_deserializer=rlanything_dot_v1_dot_policy__pb2.GenerateRequest.FromString,
+                    response_serializer=rlanything_dot_v1_dot_policy__pb2.GenerateChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -87,6 +107,33 @@ class Policy:
             '/rlanything.v1.Policy/Generate',
             rlanything_dot_v1_dot_policy__pb2.GenerateRequest.SerializeToString,
             rlanything_dot_v1_dot_policy__pb2.GenerateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GenerateStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/rlanything.v1.Policy/GenerateStream',
+            rlanything_dot_v1_dot_policy__pb2.GenerateRequest.SerializeToString,
+            rlanything_dot_v1_dot_policy__pb2.GenerateChunk.FromString,
             options,
             channel_credentials,
             insecure,

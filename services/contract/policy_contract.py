@@ -10,6 +10,10 @@ clauses run against any server. The trainer and the critic rely on these:
 4. (With an OpenAI base URL) ``POST /chat/completions`` answers with choices, usage whose
    completion_tokens equals the log-probs' count when ``logprobs`` is asked; ``GET /models`` lists
    models; malformed JSON is a 4xx with an OpenAI-style ``{"error": {"message", "type"}}`` body.
+5. (Where the server streams; UNIMPLEMENTED holds vacuously) GenerateStream of one prompt at
+   temperature 0 sends chunks whose tokens, log-probs and texts concatenated are those of its last
+   chunk's completion, the only chunk that holds one; those tokens are Generate's greedy tokens; a
+   batch of two prompts is INVALID_ARGUMENT.
 """
 
 from __future__ import annotations
@@ -123,11 +127,50 @@ def openai_endpoint(run: _Run) -> None:
                                'a 4xx with an OpenAI-style body {"error": {"message": ..., "type": ...}}')
 
 
+def streams_what_generate_answers(run: _Run) -> None:
+    request = policy_pb2.GenerateRequest(prompts=PROMPTS[:1], sampling=SamplingParams(
+        temperature=0.0, top_p=1.0, max_new_tokens=MAX_NEW))
+    try:
+        chunks = list(run.stub.GenerateStream(request, timeout=run.timeout_s))
+    except grpc.RpcError as err:
+        if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+            return  # the server does not stream: optional
+        raise ClauseFailed(show(request), f"{err.code().name}: {err.details()}", "a stream of chunks (status OK)") \
+            from None
+    sent = f"GenerateStream {show(request)}"
+    finals = [i for i, c in enumerate(chunks) if c.HasField("completion")]
+    if finals != [len(chunks) - 1]:
+        raise ClauseFailed(sent, f"{len(chunks)} chunks, completion in chunks {finals}",
+                           "exactly one chunk with the completion, the last")
+    last = chunks[-1].completion
+    tokens = [t for c in chunks for t in c.token_ids]
+    logprobs = [lp for c in chunks for lp in c.logprobs]
+    text = "".join(c.text for c in chunks)
+    if tokens != list(last.token_ids) or len(logprobs) != len(tokens) or text != last.text:
+        raise ClauseFailed(sent, f"chunks: {len(tokens)} tokens, {len(logprobs)} logprobs, text {text!r}; completion: "
+                           f"{len(last.token_ids)} tokens, text {last.text!r}",
+                           "the chunks' tokens, log-probs (one per token) and texts concatenated = the completion's")
+    unary = call(run.stub.Generate, request, run.timeout_s)
+    if list(unary.completions[0].token_ids) != tokens:
+        raise ClauseFailed(sent, f"streamed {tokens[:12]}, Generate {list(unary.completions[0].token_ids)[:12]}",
+                           "the same greedy tokens as Generate")
+    batch = policy_pb2.GenerateRequest(prompts=PROMPTS[:2], sampling=request.sampling)
+    try:
+        list(run.stub.GenerateStream(batch, timeout=run.timeout_s))
+    except grpc.RpcError as err:
+        if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            return
+        raise ClauseFailed(f"GenerateStream {show(batch)}", f"{err.code().name}: {err.details()}",
+                           "INVALID_ARGUMENT for two prompts") from None
+    raise ClauseFailed(f"GenerateStream {show(batch)}", "OK", "INVALID_ARGUMENT for two prompts")
+
+
 CLAUSES = [
     ("1. Generate answers one well-formed completion per prompt", one_completion_per_prompt),
     ("2. Same prompt, same prompt ids; greedy is deterministic", deterministic_where_it_must_be),
     ("3. Malformed requests are INVALID_ARGUMENT", refuses_malformed_requests),
     ("4. The OpenAI-compatible endpoint answers and refuses like OpenAI", openai_endpoint),
+    ("5. GenerateStream, where served, streams what Generate answers", streams_what_generate_answers),
 ]
 
 

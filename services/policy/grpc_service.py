@@ -1,4 +1,6 @@
-"""gRPC `Policy.Generate` over the served generation backend."""
+"""gRPC `Policy.Generate` over the served generation backend, and `Policy.GenerateStream`: one
+chat's tokens as they are generated (`TokenPump`), text released as the OpenAI endpoint releases
+it (`content_builder`), the generation cancelled when the call is."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from rlanything.v1.events_pb2 import SamplingParams
 from services.common.request_limit import RequestLimit
 from services.common.errors import InvalidArgumentError
 from services.common.grpc_runtime import map_errors
-from services.common.models.generation import Generator, Sampling, generate_async
+from services.common.models.generation import Completion, Generator, Sampling, generate_async
+from services.policy.content import content_builder
+from services.policy.token_pump import TokenPump
 
 __all__ = ["PolicyServicer", "SERVICE_NAME", "sampling_from_proto"]
 
@@ -74,8 +78,54 @@ class PolicyServicer(policy_pb2_grpc.PolicyServicer):
         version = self.generator.model_version
         with self.admission.slot():
             completions = await generate_async(self.generator, chats, sampling)
-        return policy_pb2.GenerateResponse(
-            model_version=version,
-            completions=[policy_pb2.Completion(text=c.text, prompt_token_ids=c.prompt_token_ids, token_ids=c.token_ids,
-                                               logprobs=c.logprobs, finish_reason=c.finish_reason)
-                         for c in completions])
+        return policy_pb2.GenerateResponse(model_version=version, completions=[_to_proto(c) for c in completions])
+
+    @map_errors
+    async def GenerateStream(self, request: policy_pb2.GenerateRequest, context: grpc.aio.ServicerContext) -> None:
+        """One chat's completion as chunks (proto ``GenerateChunk``): the tokens that arrived since
+        the previous chunk with the text they complete, then a last chunk with the whole completion
+        (its text the concatenated chunk texts). The call's cancellation (the client's, a deadline)
+        stops the generation at its next token (`hf`) or step (`vllm`).
+
+        Raises:
+            InvalidArgumentError: a malformed request (as `Generate`), or not exactly one prompt.
+        """
+        chats = chats_from_proto(list(request.prompts))
+        sampling = sampling_from_proto(request.sampling)
+        if len(chats) != 1:
+            raise InvalidArgumentError(f"GenerateStream takes exactly one prompt, got {len(chats)}; "
+                                       "call Generate for a batch")
+        builder = content_builder(self.generator, sampling)
+        with self.admission.slot():
+            pump = TokenPump(self.generator, chats[0], sampling, None)  # sampling.seed seeds it as in Generate
+            pump.start()
+            try:
+                while True:
+                    chunk = policy_pb2.GenerateChunk(model_version=self.generator.model_version)
+                    for item in await pump.get():
+                        if item[0] == "token":
+                            chunk.token_ids.append(item[1])
+                            chunk.logprobs.append(item[2])
+                            if builder is not None:
+                                chunk.text += builder.push(item[1], item[2]).text
+                        elif item[0] == "done":
+                            c: Completion = item[1]
+                            if builder is not None:
+                                chunk.text += builder.finish().text
+                            chunk.model_version = c.model_version if c.model_version is not None else \
+                                chunk.model_version
+                            chunk.completion.CopyFrom(_to_proto(c, None if builder is None else builder.text))
+                            await context.write(chunk)
+                            return
+                        else:
+                            raise item[1]
+                    await context.write(chunk)
+            finally:
+                if not pump.finished:
+                    pump.stop()
+
+
+def _to_proto(c: Completion, text: str | None = None) -> policy_pb2.Completion:
+    """The wire completion of ``c`` (``text``: the content delivered, when it is not ``c.text``)."""
+    return policy_pb2.Completion(text=c.text if text is None else text, prompt_token_ids=c.prompt_token_ids,
+                                 token_ids=c.token_ids, logprobs=c.logprobs, finish_reason=c.finish_reason)

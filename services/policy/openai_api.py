@@ -9,7 +9,7 @@ may still be the start of a stop string (and while a character's bytes are incom
 concatenated deltas are exactly the non-streamed text (both are built by
 `services.common.models.detokenize.ContentBuilder`); tokens decoded within `CHUNK_INTERVAL_S` of
 the previous chunk go out together in the next one. A client that hangs up cancels the
-generation within one decoding step (`hf`).
+generation within one decoding step (`hf`) or engine step (`vllm`: the request is aborted).
 
 Errors are OpenAI error bodies (``{"error": {"message", "type", "param", "code"}}``) with a 4xx/5xx
 status, streamed or not, as long as no byte of the answer was sent: an unknown ``model`` is a 404
@@ -47,10 +47,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.common.request_limit import RequestLimit
 from services.common.errors import BusyError, ContextLengthError, InvalidArgumentError
-from services.common.models.detokenize import ContentBuilder, TokenEntry, token_bytes_of
-from services.common.models.generation import (Completion, GenerationCancelled, Generator, Sampling, eos_ids,
-                                               generate_async)
+from services.common.models.detokenize import ContentBuilder, TokenEntry
+from services.common.models.generation import Completion, GenerationCancelled, Generator, Sampling, generate_async
 from services.common.seeding import derive_seed
+from services.policy.content import content_builder
 from services.policy.capture import CAPTURES, CaptureHeaderError, Capturer, capture_ticket
 from services.policy.token_pump import TokenPump, watch_disconnect
 
@@ -220,7 +220,7 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
         if done is None:  # the client hung up: the generation was cancelled, nobody reads this
             return _error("client closed the request", None, status=499)
         (c,) = done
-        builder = _builder(generator, sampling)
+        builder = content_builder(generator, sampling)
         if builder is None:
             content, entries = c.text, []
         else:
@@ -237,30 +237,6 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
                             headers=headers)
 
     return app
-
-
-def _builder(generator: Generator, sampling: Sampling) -> ContentBuilder | None:
-    """The content builder for the generator's tokenizer (None: the backend has no tokenizer, e.g.
-    a remote OpenAI-compatible server; its text is used as it is)."""
-    tok = getattr(generator, "tokenizer", None)
-    if tok is None:
-        return None
-    model = getattr(generator, "model", None)
-    stop_ids = eos_ids(tok.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None))
-    return ContentBuilder(_token_bytes(tok), stop_ids, sampling.stop)
-
-
-_BYTES_CACHE: dict[int, tuple[Any, Callable[[int], bytes]]] = {}
-
-
-def _token_bytes(tok: Any) -> Callable[[int], bytes]:
-    """`token_bytes_of` for ``tok``, kept while that tokenizer is served (a new checkpoint's
-    tokenizer gets its own)."""
-    hit = _BYTES_CACHE.get(id(tok))
-    if hit is None or hit[0] is not tok:
-        _BYTES_CACHE.clear()
-        hit = _BYTES_CACHE[id(tok)] = (tok, token_bytes_of(tok))
-    return hit[1]
 
 
 def _logprobs(c: Completion) -> Sequence[float]:
@@ -298,7 +274,7 @@ async def _start_stream(request: Request, generator: Generator, chat: list[dict[
         slot.close()
         return _error_response(first[0][1])
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
-    return StreamingResponse(_events(pump, first, watcher, slot, head, _builder(generator, sampling), req.logprobs,
+    return StreamingResponse(_events(pump, first, watcher, slot, head, content_builder(generator, sampling), req.logprobs,
                                      include_usage, capture),
                              media_type="text/event-stream", headers={"X-RLA-Capture": capture_state})
 

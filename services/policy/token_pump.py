@@ -6,7 +6,8 @@ for each token, then one ``("done", Completion)`` or ``("error", exception)``. T
 the event loop at most once per `get` (not once per token), so a fast decoder is not slowed by
 the loop competing for the interpreter; the end of the generation always wakes it, so `TokenPump.settle`
 (the reader's pause between chunks) ends early when nothing more will come. `TokenPump.stop` sets the generation's cancel event: the
-`hf` backend checks it after every token, so the worker is free again within one decoding step.
+`hf` backend checks it after every token, the `vllm` backend after every engine step (and aborts
+the request in the engine), so the worker is free again within one step.
 """
 
 from __future__ import annotations

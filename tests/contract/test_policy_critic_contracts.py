@@ -48,7 +48,7 @@ def test_the_policy_service_keeps_every_clause(policy: tuple[str, str]) -> None:
     assert not failures(results), failures(results)
     out = subprocess.run([RLANYTHING, "contract", "policy", policy[0], "--openai", policy[1]],
                          capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0 and out.stdout.rstrip().endswith(f"4 of 4 clauses hold for {policy[0]}"), out.stdout
+    assert out.returncode == 0 and out.stdout.rstrip().endswith(f"5 of 5 clauses hold for {policy[0]}"), out.stdout
 
 
 class DropsTheLastPrompt(policy_pb2_grpc.PolicyServicer):
@@ -77,6 +77,30 @@ def test_a_policy_that_drops_a_prompt_fails_clause_1_readably() -> None:
     assert not first.passed and first.clause.startswith("1. ")
     assert first.got.startswith("2 completions: GenerateResponse {")
     assert first.required == "one completion per prompt (3), in order"
+
+
+class StreamsWithoutItsCompletion(DropsTheLastPrompt):
+    """Broken on purpose: Generate is right, GenerateStream never sends the completion."""
+
+    def Generate(self, request, context):  # noqa: N802
+        return policy_pb2.GenerateResponse(completions=[policy_pb2.Completion(text="x", token_ids=[1], logprobs=[-0.1],
+                                                                              finish_reason="stop")
+                                                        for _ in request.prompts], model_version=0)
+
+    def GenerateStream(self, request, context):  # noqa: N802
+        yield policy_pb2.GenerateChunk(token_ids=[1], logprobs=[-0.1], text="x")
+
+
+def test_a_policy_whose_stream_never_completes_fails_clause_5_readably() -> None:
+    server, address = serve(policy_pb2_grpc.add_PolicyServicer_to_server, StreamsWithoutItsCompletion())
+    try:
+        results = check_policy(address)
+    finally:
+        server.stop(None)
+    assert [r.passed for r in results] == [True, True, False, True, False]  # 3: this server accepts anything
+    fifth = results[4]
+    assert fifth.clause.startswith("5. ") and fifth.got == "1 chunks, completion in chunks []"
+    assert fifth.required == "exactly one chunk with the completion, the last"
 
 
 @pytest.fixture(scope="module")

@@ -22,19 +22,19 @@ def test_a_cancel_event_gives_up_waiting_for_the_model() -> None:
 
     import pytest
 
-    from services.common.models.generation import GenerationCancelled, _acquire
+    from services.common.models.generation import GenerationCancelled, acquire_unless_cancelled
 
     lock, cancel = threading.Lock(), threading.Event()
     lock.acquire()  # another request holds the model
     threading.Timer(0.2, cancel.set).start()
     start = time.monotonic()
     with pytest.raises(GenerationCancelled):
-        _acquire(lock, cancel)
+        acquire_unless_cancelled(lock, cancel)
     assert 0.15 < time.monotonic() - start < 1.0
     lock.release()
-    _acquire(lock, threading.Event())  # free and not cancelled: taken
+    acquire_unless_cancelled(lock, threading.Event())  # free and not cancelled: taken
     assert lock.locked()
     lock.release()
     with pytest.raises(GenerationCancelled):  # free but cancelled: not taken
-        _acquire(lock, cancel)
+        acquire_unless_cancelled(lock, cancel)
     assert not lock.locked()

