@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+from prometheus_client import Counter
 from rlanything.v1 import env_pb2, env_pb2_grpc
 
-from services.common.errors import InvalidArgumentError
+from services.common.errors import InvalidArgumentError, NotFoundError
 from services.common.grpc_runtime import map_errors
 from services.env.disjoint import train_instance
 from services.env.pool import TaskPool, spec_of
@@ -18,6 +19,8 @@ from services.env.stepping import reset_episode, step_episode
 __all__ = ["EnvironmentServicer", "SERVICE_NAME"]
 
 SERVICE_NAME = env_pb2.DESCRIPTOR.services_by_name["Environment"].full_name
+STEPS = Counter("rla_env_steps_total", "Step calls answered by this env process, by outcome (ok, not_found, error).",
+                ["outcome"])
 _SPLITS = {"", "train", "heldout", "ood", "live_pending", "live_heldout", "live_solved", "live_rejected"}
 
 
@@ -30,6 +33,8 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         self.per_rollout = per_rollout
         """Families whose train tasks give each rollout its own instance (`disjoint.train_instance`:
         redrawn while it is a held-out or OOD instance)."""
+        self.steps: dict[str, int] = {"ok": 0, "not_found": 0, "error": 0}
+        """Step calls answered, by outcome (also `STEPS`); logged when the process stops."""
 
     @map_errors
     async def ListTasks(self, request: env_pb2.ListTasksRequest, context: grpc.aio.ServicerContext
@@ -72,9 +77,21 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
 
     @map_errors
     async def Step(self, request: env_pb2.StepRequest, context: grpc.aio.ServicerContext) -> env_pb2.StepResponse:
-        if not request.session_id:
-            raise InvalidArgumentError("session_id is required")
-        return await step_episode(self.sessions.get(request.session_id), request.action)
+        outcome = "error"
+        try:
+            if not request.session_id:
+                raise InvalidArgumentError("session_id is required")
+            try:
+                session = self.sessions.get(request.session_id)
+            except NotFoundError:
+                outcome = "not_found"  # with several replicas: a Step sent to a replica that did not open it
+                raise
+            response = await step_episode(session, request.action)
+            outcome = "ok"
+            return response
+        finally:
+            self.steps[outcome] += 1
+            STEPS.labels(outcome).inc()
 
     @map_errors
     async def Close(self, request: env_pb2.CloseRequest, context: grpc.aio.ServicerContext) -> env_pb2.CloseResponse:
