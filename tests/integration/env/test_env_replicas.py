@@ -1,6 +1,7 @@
 """Two env processes on one NATS server: one releases rounds (it holds the scheduler lease); after a
 ``kill -9`` of that one the other takes the lease once it expires and releases the next round, and
-every job is published once."""
+every job is published once. And the fence behind the lease: a release of a round that another
+scheduler stored meanwhile changes nothing."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ import time
 import pytest
 import yaml
 
+from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
 from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion, RolloutJob
+from services.common.config import EnvServiceConfig
+from services.common.kv import ProtoBucket
 from services.common.streams import Subjects
+from services.env.families.registry import build_family
+from services.env.pool import TaskPool
+from services.env.scheduler import Scheduler
 from tests.support import events
 
 pytestmark = pytest.mark.integration
@@ -67,3 +74,30 @@ async def test_the_other_env_replica_takes_over_scheduling_when_the_leader_is_ki
     assert other.stop() == 0
     stopped = [m for m in other.log_messages() if m.get("msg") == "env replica stopped"]
     assert stopped and stopped[0]["scheduler_leases_taken"] == 1
+
+
+async def test_a_release_of_a_round_another_scheduler_stored_meanwhile_changes_nothing(bus, tmp_path) -> None:
+    """The fence behind the lease: scheduler B reads round 0 as next, A releases and stores round 0
+    before B publishes (B's ``before_release`` runs A's whole tick), then B's publishes are duplicates
+    and its state update leaves A's state as it was."""
+    cfg = EnvServiceConfig.model_validate({**ENV["env"], "cache_dir": str(tmp_path)})
+    families = {f.type: build_family(f, cfg.cache_dir) for f in cfg.families}
+    ready = asyncio.Event()
+    ready.set()
+    pool = TaskPool(await ProtoBucket.open(bus.js, "pool", TaskSlot), families)
+    await pool.seed(cfg, 0)
+    state = await ProtoBucket.open(bus.js, "pool_state", SchedulerState)
+    models = await ProtoBucket.open(bus.js, "pool_models", ModelVersion)
+    a = Scheduler(pool, bus, state, models, cfg.scheduler, seed=0, pool_ready=ready)
+    released_by_a: list[int] = []
+
+    async def a_releases_first() -> None:
+        released_by_a.append(await a.tick())
+
+    b = Scheduler(pool, bus, state, models, cfg.scheduler, seed=0, pool_ready=ready, before_release=a_releases_first)
+    assert await b.tick() == 0  # fenced: round 0 was stored by a meanwhile
+    assert released_by_a == [2]
+    stored, _ = await state.get("scheduler")
+    assert stored.next_round == 1 and stored.jobs_published == 2 and len(stored.open_jobs) == 2
+    jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 4, RolloutJob, timeout_s=3)
+    assert sorted(j.job_id for j in jobs) == sorted(stored.open_jobs)  # b's publishes were duplicates
