@@ -204,7 +204,7 @@ class EnvService(Service):
         if hasattr(self, "scheduler"):  # on_start may have failed before making it
             self.scheduler.close()
         leases = self.lease.acquired_total if hasattr(self, "lease") else 0
-        self.log.info("env replica stopped", extra={"address": self.cfg.advertise_address, "steps": self.servicer.steps if self.servicer else {},
+        self.log.info("env replica stopped", extra={"address": self.cfg.advertise_address, "calls": self.servicer.calls if self.servicer else {},
                                                     "scheduler_leases_taken": leases})
         self.sessions.close_all()
         for family in self.families.values():
