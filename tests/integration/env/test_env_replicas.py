@@ -1,6 +1,7 @@
 """Two env processes on one NATS server: one releases rounds (it holds the scheduler lease); after a
 ``kill -9`` of that one the other takes the lease once it expires and releases the next round, and
-every job is published once. And the fence behind the lease: a release of a round that another
+every job is published once. A rollout worker's client spreads Resets over both and sends each
+session's Step and Close to the replica that opened it. And the fence behind the lease: a release of a round that another
 scheduler stored meanwhile changes nothing."""
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import pytest
 import yaml
 
 from rlanything.v1.env_pb2 import SchedulerState, TaskSlot
-from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion, RolloutJob
+from rlanything.v1.events_pb2 import MODEL_ROLE_POLICY, MODEL_ROLE_REWARD_MODEL, ModelVersion, RolloutJob, TaskRef
 from services.common.config import EnvServiceConfig
 from services.common.kv import ProtoBucket
+from services.common.session_ids import replica_of
 from services.common.streams import Subjects
 from services.env.families.registry import build_family
 from services.env.pool import TaskPool
 from services.env.scheduler import Scheduler
+from services.policy.env_clients import GrpcEnvClient
 from tests.support import events
 
 pytestmark = pytest.mark.integration
@@ -101,3 +104,28 @@ async def test_a_release_of_a_round_another_scheduler_stored_meanwhile_changes_n
     assert stored.next_round == 1 and stored.jobs_published == 2 and len(stored.open_jobs) == 2
     jobs = await events(bus, Subjects.ROLLOUT_JOBS, "JOBS", 4, RolloutJob, timeout_s=3)
     assert sorted(j.job_id for j in jobs) == sorted(stored.open_jobs)  # b's publishes were duplicates
+
+
+async def test_a_rollout_client_spreads_resets_over_both_replicas_and_steps_each_session_where_it_was_opened(
+        spawn_service, tmp_path) -> None:
+    a, b = _replica(spawn_service, tmp_path), _replica(spawn_service, tmp_path)
+    client = GrpcEnvClient(f"ipv4:{a.address},{b.address}")
+    try:
+        sessions: list[str] = []
+        while {replica_of(s) for s in sessions} != {a.address, b.address}:  # round-robin over both
+            assert len(sessions) < 64, [replica_of(s) for s in sessions]
+            reset = await client.reset(TaskRef(slot_id="gym_text/train-0000", version=0), seed=len(sessions))
+            sessions.append(reset.session_id)
+        for session_id in sessions:
+            step = await client.step(session_id, "left")
+            assert step.observation
+            await client.close(session_id)
+    finally:
+        await client.aclose()
+    opened = {svc.address: sum(replica_of(s) == svc.address for s in sessions) for svc in (a, b)}
+    assert a.stop() == 0 and b.stop() == 0
+    for svc in (a, b):
+        (stopped,) = [m for m in svc.log_messages() if m.get("msg") == "env replica stopped"]
+        calls = stopped["calls"]
+        assert calls["Reset"]["ok"] == calls["Step"]["ok"] == calls["Close"]["ok"] == opened[svc.address], calls
+        assert all(calls[m]["not_found"] == 0 for m in calls), calls
