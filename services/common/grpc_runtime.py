@@ -95,11 +95,16 @@ def channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.Ch
                                   _SyncVersionStamp())
 
 
-def aio_channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Channel:
-    """An asyncio insecure channel to ``host:port`` with the run's message limit; every call says
-    the contract version this code speaks."""
-    return grpc.aio.insecure_channel(address, options=message_options(max_message_bytes),
-                                     interceptors=[_AioVersionStamp()])
+def aio_channel(address: str, max_message_bytes: int = MAX_MESSAGE_BYTES,
+                load_balancing: str = "pick_first") -> grpc.aio.Channel:
+    """An asyncio insecure channel to ``address`` (``host:port`` or any gRPC target) with the run's
+    message limit; every call says the contract version this code speaks. ``load_balancing``
+    ``round_robin`` connects to every address the target resolves to and spreads calls over them
+    (gRPC's own policy); ``pick_first`` (gRPC's default) uses one."""
+    options: list[tuple[str, int | str]] = [*message_options(max_message_bytes)]
+    if load_balancing != "pick_first":
+        options.append(("grpc.lb_policy_name", load_balancing))
+    return grpc.aio.insecure_channel(address, options=options, interceptors=[_AioVersionStamp()])
 
 
 class MalformedRequestGuard(grpc.aio.ServerInterceptor):

@@ -391,6 +391,9 @@ class Buckets:
     ENV_HELD = BucketSpec(
         "{pool_bucket}_held", "env.pool_bucket", "TaskReport", "env: env/held_reports.py:HeldReports",
         "loop.reproducible: the open round's task reports, held to be applied in one fixed order (key = job id)")
+    ENV_LEADER = BucketSpec(
+        "{pool_bucket}_leader", "env.pool_bucket", "text: the holder's address", "env: env/lease.py:LeaderLease",
+        "the scheduler's leader lease among env replicas (key scheduler)", ttl="env.scheduler.lease_ttl_s")
     ENV_MODELS = BucketSpec(
         "{pool_bucket}_models", "env.pool_bucket", "ModelVersion", "env: env/scheduler.py:Scheduler",
         "the latest version per role the scheduler has seen (key policy, reward)")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import grpc
+from prometheus_client import Counter
 from rlanything.v1 import env_pb2, env_pb2_grpc
 
-from services.common.errors import InvalidArgumentError
+from services.common.errors import InvalidArgumentError, NotFoundError
 from services.common.grpc_runtime import map_errors
 from services.env.disjoint import train_instance
 from services.env.pool import TaskPool, spec_of
@@ -15,10 +19,34 @@ from services.env.sessions import SessionStore
 from services.env.slots import find_version, ref_of
 from services.env.stepping import reset_episode, step_episode
 
-__all__ = ["EnvironmentServicer", "SERVICE_NAME"]
+__all__ = ["EnvironmentServicer", "SERVICE_NAME", "CALLS"]
+R = TypeVar("R")
 
 SERVICE_NAME = env_pb2.DESCRIPTOR.services_by_name["Environment"].full_name
+CALLS = Counter("rla_env_calls_total", "Reset, Step and Close calls answered by this env process, by method and "
+                "outcome (ok; not_found: a session this process does not hold, or for Reset an unknown task; error).",
+                ["method", "outcome"])
 _SPLITS = {"", "train", "heldout", "ood", "live_pending", "live_heldout", "live_solved", "live_rejected"}
+
+
+def _counted(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """Count each call of a session method in ``self.calls`` and `CALLS` by outcome (inside `map_errors`)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def wrapper(self: "EnvironmentServicer", request: object, context: grpc.aio.ServicerContext) -> R:
+        outcome = "error"
+        try:
+            response = await method(self, request, context)
+            outcome = "ok"
+            return response
+        except NotFoundError:
+            outcome = "not_found"  # with several replicas: a call sent to a replica that did not open the session
+            raise
+        finally:
+            self.calls[name][outcome] += 1
+            CALLS.labels(name, outcome).inc()
+    return wrapper
 
 
 class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
@@ -30,6 +58,9 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         self.per_rollout = per_rollout
         """Families whose train tasks give each rollout its own instance (`disjoint.train_instance`:
         redrawn while it is a held-out or OOD instance)."""
+        self.calls: dict[str, dict[str, int]] = {m: {"ok": 0, "not_found": 0, "error": 0}
+                                                  for m in ("Reset", "Step", "Close")}
+        """Reset, Step and Close calls answered, by outcome (also `CALLS`); logged when the process stops."""
 
     @map_errors
     async def ListTasks(self, request: env_pb2.ListTasksRequest, context: grpc.aio.ServicerContext
@@ -56,6 +87,7 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         return env_pb2.ListTasksResponse(tasks=tasks)
 
     @map_errors
+    @_counted
     async def Reset(self, request: env_pb2.ResetRequest, context: grpc.aio.ServicerContext) -> env_pb2.ResetResponse:
         if not request.task.slot_id:
             raise InvalidArgumentError("task.slot_id is required")
@@ -72,12 +104,14 @@ class EnvironmentServicer(env_pb2_grpc.EnvironmentServicer):
         return await reset_episode(self.sessions, ref_of(slot, version), family, spec, int(request.seed))
 
     @map_errors
+    @_counted
     async def Step(self, request: env_pb2.StepRequest, context: grpc.aio.ServicerContext) -> env_pb2.StepResponse:
         if not request.session_id:
             raise InvalidArgumentError("session_id is required")
         return await step_episode(self.sessions.get(request.session_id), request.action)
 
     @map_errors
+    @_counted
     async def Close(self, request: env_pb2.CloseRequest, context: grpc.aio.ServicerContext) -> env_pb2.CloseResponse:
         if not request.session_id:
             raise InvalidArgumentError("session_id is required")

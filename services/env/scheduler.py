@@ -10,6 +10,10 @@ candidate (arXiv 2602.02488, "one round").
 
 Progress (next round, open jobs) is stored in KV so a restart neither repeats nor skips a round;
 job ids are stable (``r<round>/<slot>/v<version>``, `services.common.rounds.job_id`) so a re-publish after a crash is de-duplicated.
+Several env replicas: only the holder of the scheduler lease releases rounds (`services.env.lease`);
+it re-checks the lease just before publishing, and a release whose round another replica stored
+meanwhile leaves the state as that one wrote it (the jobs' ids and ``Nats-Msg-Id`` make a repeated
+publish of the same draw a duplicate). Task reports and model versions may be handled by any replica.
 A report handled for such a job before the re-publish is remembered (``reported_early``), so the
 job is not opened again to wait for a report that already came (unless the re-publish came after
 the duplicate window and was stored: then the job runs again and its new report is awaited).
@@ -35,6 +39,7 @@ from services.common.kv import ProtoBucket
 from services.common.rounds import candidate_key, job_id, role_name, round_ready
 from services.common.streams import EVAL_SPLITS, Subjects
 from services.env.disjoint import round_overlap
+from services.env.lease import LeaderLease
 from services.env.pool import TaskPool, spec_of
 from services.env.slots import find_version, ref_of
 
@@ -104,7 +109,11 @@ class Scheduler:
     def __init__(self, pool: TaskPool, bus: EventBus, state: ProtoBucket, models: ProtoBucket,
                  cfg: SchedulerConfig, seed: int, pool_ready: asyncio.Event, loop: LoopConfig | None = None,
                  accept_band: tuple[float, float] = (0.2, 0.8), per_rollout: frozenset[str] = frozenset(),
-                 before_release: Callable[[], Awaitable[object]] | None = None) -> None:
+                 before_release: Callable[[], Awaitable[object]] | None = None,
+                 lease: LeaderLease | None = None) -> None:
+        self.lease = lease
+        """Several env replicas: only the holder of this lease releases rounds (`services.env.lease`);
+        None = this process alone schedules."""
         self.before_release = before_release
         """Sync: awaited just before a round is released (``loop.reproducible``: apply the held reports
         of the last round, `services.env.held_reports`, when some never came within the wait)."""
@@ -203,8 +212,9 @@ class Scheduler:
             task.cancel()
 
     async def tick(self) -> int:
-        """Release what may be released now; returns the number of jobs published."""
-        if not self.cfg.enabled or not self.pool_ready.is_set():
+        """Release what may be released now; returns the number of jobs published (0 on a replica
+        that does not hold the scheduler lease)."""
+        if not self.cfg.enabled or not self.pool_ready.is_set() or not self.leads():
             return 0
         async with self._lock:
             state, _ = await self.state.get("scheduler")
@@ -222,6 +232,10 @@ class Scheduler:
             if len(state.open_jobs) + self.cfg.tasks_per_round > self.cfg.max_jobs_in_flight and state.open_jobs:
                 return 0
             return await self._release_round(state, min_policy_version=max(0, policy_version - self.cfg.max_staleness))
+
+    def leads(self) -> bool:
+        """May this process release rounds: it holds the lease, or there is none (one env process)."""
+        return self.lease is None or self.lease.held()
 
     async def _release_round(self, state: SchedulerState, min_policy_version: int) -> int:
         round_ = int(state.next_round)
@@ -247,6 +261,9 @@ class Scheduler:
                 if slot.split in EVAL_SPLITS:
                     jobs.append(self._job(round_, slot, slot.active, False, min_policy_version, rng,
                                           self.cfg.eval_group_size))
+        if self.lease is not None and not await self.lease.renew():  # lost while choosing: the new holder releases it
+            log.warning("scheduler lease lost before publishing; round left to its new holder", extra={"round": round_})
+            return 0
         await self._publish_overlap(round_, every, jobs)
         stored = set()  # not a duplicate of a publish before a crash: these jobs run (again) and report
         for job in jobs:
@@ -255,10 +272,15 @@ class Scheduler:
             if not getattr(ack, "duplicate", False):
                 stored.add(job.job_id)
 
+        fenced = []
+
         def advance(s: SchedulerState | None) -> SchedulerState:
             new = SchedulerState()
             if s is not None:
                 new.CopyFrom(s)
+            if new.next_round != round_:  # another replica released this round (its lease outlived ours)
+                fenced.append(int(new.next_round))
+                return new
             new.next_round = round_ + 1
             new.jobs_published += len(jobs)
             # one job decides a candidate: a second one (released before the first one's report was
@@ -272,6 +294,10 @@ class Scheduler:
             return new
 
         await self.state.update("scheduler", advance)
+        if fenced:
+            log.warning("round released by another scheduler meanwhile; state left as it stored it",
+                        extra={"round": round_, "next_round": fenced[-1]})
+            return 0
         log.info("round released", extra={"round": round_, "jobs": len(jobs),
                                           "candidates": sum(j.is_candidate for j in jobs)})
         return len(jobs)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import time
 from collections.abc import Callable
 
 import grpc
@@ -13,7 +16,7 @@ from rlanything.v1.ingest_pb2 import LiveTaskCandidate
 
 from services.common.bus import CONNECTION_ERRORS, Consumer, Delivery, EventBus
 from services.common.config import EnvServiceConfig, RunConfig
-from services.common.kv import ProtoBucket, open_bucket
+from services.common.kv import ProtoBucket, check_key, open_bucket
 from services.common.runtime import Service
 from services.common.topology import Buckets, Consumers
 from services.env.adaptation import Adaptation
@@ -25,6 +28,7 @@ from services.env.families.registry import build_family
 from services.env.families.live import LiveFamily
 from services.env.held_reports import HeldReports
 from services.env.grpc_service import SERVICE_NAME, EnvironmentServicer
+from services.env.lease import LeaderLease
 from services.env.live_tasks import LiveTasks
 from services.env.pool import TaskPool
 from services.env.model_proposer import ModelProposer
@@ -52,7 +56,9 @@ class EnvService(Service):
         check_same_task_knobs(self.families.values(), self.cfg.adaptation.same_task_knobs)
         self.per_rollout = frozenset(f.type for f in self.cfg.families if f.train_instances == "rollout")
         """Families whose train rollouts each play their own instance (`FamilyConfig.train_instances`)."""
-        self.sessions = SessionStore(self.cfg.session_idle_timeout_s, self.cfg.max_sessions)
+        self.sessions = SessionStore(self.cfg.session_idle_timeout_s, self.cfg.max_sessions,
+                                     address=self.cfg.advertise_address)
+        self.servicer: EnvironmentServicer | None = None
         self.pool_ready = asyncio.Event()
 
     async def on_start(self, bus: EventBus) -> None:
@@ -62,11 +68,17 @@ class EnvService(Service):
                                        SchedulerState, replicas=bus.nats_cfg.stream_replicas)
         models = await ProtoBucket.open(bus.js, Buckets.ENV_MODELS.name(pool_bucket=self.cfg.pool_bucket), ModelVersion,
                                         replicas=bus.nats_cfg.stream_replicas)
+        ttl_s = self.cfg.scheduler.lease_ttl_s
+        self.lease = LeaderLease(await open_bucket(bus.js, Buckets.ENV_LEADER.name(pool_bucket=self.cfg.pool_bucket),
+                                                   ttl_s=ttl_s, replicas=bus.nats_cfg.stream_replicas),
+                                 check_key("scheduler"),
+                                 self.cfg.advertise_address or f"{socket.gethostname()}:{os.getpid()}", ttl_s)
         self.scheduler = Scheduler(self.pool, bus, state, models, self.cfg.scheduler, self.config.seed,
                                    self.pool_ready, self.config.loop,
                                    accept_band=(self.cfg.adaptation.band_low, self.cfg.adaptation.band_high),
                                    per_rollout=self.per_rollout,
-                                   before_release=self._apply_held if self.config.loop.reproducible else None)
+                                   before_release=self._apply_held if self.config.loop.reproducible else None,
+                                   lease=self.lease)
         self.held: HeldReports | None = None
         """``loop.reproducible``: the open round's reports, applied in one order once all are in."""
         if self.config.loop.reproducible:
@@ -100,7 +112,32 @@ class EnvService(Service):
                                      frozenset(f.type for f in self.cfg.families if f.proposer == "model"),
                                      self.code_tasks)
         self.background += [asyncio.create_task(self._seed_then_schedule(), name="pool-seed"),
-                            asyncio.create_task(self._expire_sessions(), name="session-expiry")]
+                            asyncio.create_task(self._expire_sessions(), name="session-expiry"),
+                            asyncio.create_task(self._lead(), name="scheduler-lease")]
+
+    async def _lead(self) -> None:
+        """Take or keep the scheduler lease every ``lease_ttl_s / 4`` and, while holding it, tick the
+        scheduler every second: a task report or model version that another replica handled (the
+        replicas share the consumers) reaches the round release this way. A renewal or tick that
+        fails because NATS is away is retried on the next period; the lease is then no longer held
+        once ``lease_ttl_s`` passed without a renewal."""
+        renew_at = 0.0
+        while True:
+            was = self.lease.held()
+            try:
+                if time.monotonic() >= renew_at:
+                    renew_at = time.monotonic() + self.lease.period_s
+                    await self.lease.renew()
+                if self.lease.held():
+                    await self.scheduler.tick()
+            except CONNECTION_ERRORS as exc:
+                self.log.warning("scheduler lease or tick failed; retrying",
+                                 extra={"error": f"{type(exc).__name__}: {exc}"})
+            now = self.lease.held()
+            if now != was:
+                self.log.info("scheduler lease taken" if now else "scheduler lease lost",
+                              extra={"holder": self.lease.holder, "ttl_s": self.lease.ttl_s})
+            await asyncio.sleep(min(1.0, self.lease.period_s))
 
     async def _seed_then_schedule(self) -> None:
         """Seed the pool (idempotent) and release the first jobs; a step that fails because NATS is slow,
@@ -128,7 +165,7 @@ class EnvService(Service):
             self.sessions.expire()
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
-        servicer = EnvironmentServicer(self.pool, self.sessions, self.per_rollout)
+        servicer = self.servicer = EnvironmentServicer(self.pool, self.sessions, self.per_rollout)
         return [(SERVICE_NAME, lambda s: env_pb2_grpc.add_EnvironmentServicer_to_server(servicer, s))]
 
     async def consumers(self, bus: EventBus) -> list[Consumer]:
@@ -166,6 +203,9 @@ class EnvService(Service):
     async def on_stop(self) -> None:
         if hasattr(self, "scheduler"):  # on_start may have failed before making it
             self.scheduler.close()
+        leases = self.lease.acquired_total if hasattr(self, "lease") else 0
+        self.log.info("env replica stopped", extra={"address": self.cfg.advertise_address, "calls": self.servicer.calls if self.servicer else {},
+                                                    "scheduler_leases_taken": leases})
         self.sessions.close_all()
         for family in self.families.values():
             family.close()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rlanything.v1.events_pb2 import TaskRef
 
 from services.common.errors import NotFoundError
+from services.common.session_ids import replica_session_id
 from services.env.families.base import Episode
 
 __all__ = ["Session", "SessionStore"]
@@ -35,7 +36,10 @@ class Session:
 class SessionStore:
     """Open sessions; a session idle for ``idle_timeout_s`` seconds expires (and is closed)."""
 
-    def __init__(self, idle_timeout_s: float, max_sessions: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, idle_timeout_s: float, max_sessions: int, clock: Callable[[], float] = time.monotonic,
+                 address: str = "") -> None:
+        self.address = address
+        """This replica's advertised ``host:port``, ending every session id (`services.common.session_ids`)."""
         self.idle_timeout_s = idle_timeout_s
         self.max_sessions = max_sessions
         self.clock = clock
@@ -52,7 +56,7 @@ class SessionStore:
             oldest = min(self._sessions.values(), key=lambda s: s.last_used_s)
             self.close(oldest.session_id)
             self.expired_total += 1
-        session = Session(uuid.uuid4().hex, ref, episode, max_steps, plan_length, self.clock())
+        session = Session(replica_session_id(uuid.uuid4().hex, self.address), ref, episode, max_steps, plan_length, self.clock())
         self._sessions[session.session_id] = session
         return session
 

@@ -14,6 +14,7 @@ from rlanything.v1.events_pb2 import TaskRef
 
 from services.common.config import MAX_MESSAGE_BYTES
 from services.common.grpc_runtime import DEFAULT_DEADLINE_S, aio_channel
+from services.common.session_ids import replica_of
 
 __all__ = ["EnvClient", "GrpcEnvClient"]
 
@@ -27,27 +28,51 @@ class EnvClient(Protocol):
 
 
 class GrpcEnvClient:
-    """The env service over gRPC (grpc.aio), with a deadline on every call."""
+    """The env service over gRPC (grpc.aio), with a deadline on every call.
+
+    ``address`` is any gRPC target: ``host:port``, a name with several addresses (``dns:///env-pods:50051``
+    for a headless Kubernetes Service) or a list (``ipv4:127.0.0.1:5001,127.0.0.1:5002``). Reset goes
+    over one channel that spreads calls round-robin over every address the target resolves to; Step
+    and Close go to the replica named by the session id (`services.common.session_ids.replica_of`),
+    each replica over its own channel, opened on first use and kept; a session id that names no
+    replica goes over the Reset channel.
+    """
 
     def __init__(self, address: str, deadline_s: float = DEFAULT_DEADLINE_S,
                  max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
-        self.channel = aio_channel(address, max_message_bytes)
+        self.max_message_bytes = max_message_bytes
+        self.channel = aio_channel(address, max_message_bytes, load_balancing="round_robin")
         self.stub = env_pb2_grpc.EnvironmentStub(self.channel)
+        self.replicas: dict[str, env_pb2_grpc.EnvironmentStub] = {}
+        """Replica ``host:port`` → its stub (its channel is ``self._channels[address]``)."""
+        self._channels: dict[str, grpc.aio.Channel] = {}
         self.deadline_s = deadline_s
+
+    def stub_for(self, session_id: str) -> env_pb2_grpc.EnvironmentStub:
+        """The stub that reaches the replica holding ``session_id`` (the Reset stub when it names none)."""
+        address = replica_of(session_id)
+        if address is None:
+            return self.stub
+        if address not in self.replicas:
+            self._channels[address] = aio_channel(address, self.max_message_bytes)
+            self.replicas[address] = env_pb2_grpc.EnvironmentStub(self._channels[address])
+        return self.replicas[address]
 
     async def reset(self, task: TaskRef, seed: int) -> env_pb2.ResetResponse:
         return await self.stub.Reset(env_pb2.ResetRequest(task=task, seed=seed), timeout=self.deadline_s)
 
     async def step(self, session_id: str, action: str) -> env_pb2.StepResponse:
-        return await self.stub.Step(env_pb2.StepRequest(session_id=session_id, action=action), timeout=self.deadline_s)
+        return await self.stub_for(session_id).Step(env_pb2.StepRequest(session_id=session_id, action=action),
+                                                    timeout=self.deadline_s)
 
     async def close(self, session_id: str) -> None:
         try:
-            await self.stub.Close(env_pb2.CloseRequest(session_id=session_id), timeout=self.deadline_s)
+            await self.stub_for(session_id).Close(env_pb2.CloseRequest(session_id=session_id), timeout=self.deadline_s)
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.NOT_FOUND:
                 raise
 
     async def aclose(self) -> None:
-        """Close the channel."""
-        await self.channel.close()
+        """Close every channel."""
+        for channel in [self.channel, *self._channels.values()]:
+            await channel.close()

@@ -39,7 +39,7 @@ from services.run.supervision import HealthWatch, Restart, RestartBook
 
 __all__ = ["Launcher", "ServiceProcess", "new_run_dir", "REPLICATED"]
 
-REPLICATED = {"rollout": "policy", "judge": "reward"}
+REPLICATED = {"env": "env", "rollout": "policy", "judge": "reward"}
 """Roles ``launcher.replicas`` can run several processes of → the service each is a role of."""
 
 def new_run_dir(runs_dir: str | Path, name: str) -> Path:
@@ -148,8 +148,16 @@ class Launcher:
             server["host"] = "127.0.0.1"
             server["grpc_port"] = server["grpc_port"] or free_port()
             server["metrics_port"] = server["metrics_port"] or free_port()
+        self._env_ports: list[tuple[int, int]] = []
+        """(gRPC, metrics) ports of the env replicas env-2..N (``launcher.replicas.env``)."""
         if "env" in self.config.launcher.services:  # rollout workers reach the env over gRPC
-            data["policy"]["rollout"]["env_address"] = f"127.0.0.1:{data['env']['server']['grpc_port']}"
+            self._env_ports = [(free_port(), free_port()) for _ in range(self.config.launcher.replicas.get("env", 1) - 1)]
+            addresses = [f"127.0.0.1:{p}" for p in [data["env"]["server"]["grpc_port"]] + [g for g, _ in self._env_ports]]
+            if self._env_ports:  # Reset round-robin over every replica; Step to the replica in the session id
+                data["env"]["advertise_address"] = addresses[0]
+                data["policy"]["rollout"]["env_address"] = "ipv4:" + ",".join(addresses)
+            else:
+                data["policy"]["rollout"]["env_address"] = addresses[0]
         data["policy"]["checkpoint_dir"] = str(self.run_dir / "checkpoints")
         if "checkpoint_dir" in data["reward"]:
             data["reward"]["checkpoint_dir"] = str(self.run_dir / "checkpoints")
@@ -195,9 +203,9 @@ class Launcher:
                                             shadow.server.metrics_port, log_path, self._spawn("shadow", log_path)))
 
     def _start_replicas(self, resolved: RunConfig) -> None:
-        """Start the extra processes of ``launcher.replicas``: ``rollout-<i>`` (policy, role rollout) and
-        ``judge-<i>`` (reward, role judge) for i = 2..N, each on free gRPC, metrics (and OpenAI) ports,
-        with its own config file beside the run's.
+        """Start the extra processes of ``launcher.replicas``: ``env-<i>`` (env, advertising its own
+        address), ``rollout-<i>`` (policy, role rollout) and ``judge-<i>`` (reward, role judge) for
+        i = 2..N, each on free gRPC, metrics (and OpenAI) ports, with its own config file beside the run's.
 
         Raises:
             ConfigError: a role is replicated whose service is not in ``launcher.services``.
@@ -209,8 +217,13 @@ class Launcher:
                 raise ConfigError(f"launcher.replicas.{role}={count} needs {module} in launcher.services")
             for i in range(2, count + 1):
                 name = f"{role}-{i}"
-                section = {**base[module], "role": role,
-                           "server": {**base[module]["server"], "grpc_port": free_port(), "metrics_port": free_port()}}
+                grpc_port, metrics_port = self._env_ports[i - 2] if module == "env" else (free_port(), free_port())
+                section = {**base[module], "server": {**base[module]["server"], "grpc_port": grpc_port,
+                                                      "metrics_port": metrics_port}}
+                if module == "env":
+                    section["advertise_address"] = f"127.0.0.1:{grpc_port}"
+                else:
+                    section["role"] = role
                 if module == "policy":
                     section["openai_port"] = free_port()
                 path = self.run_dir / f"config.{name}.yaml"

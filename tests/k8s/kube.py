@@ -190,7 +190,8 @@ def container_env(manifests: Manifests, workload: dict[str, Any], container: dic
     """The container's environment as the kubelet builds it (Secret/ConfigMap refs resolved).
 
     ``fieldRef: metadata.name`` becomes ``<workload name>-0``, the name of a StatefulSet's pod, the
-    pod-index label ``0`` (that pod's index), ``metadata.namespace`` the workload's namespace.
+    pod-index label ``0`` (that pod's index), ``metadata.namespace`` the workload's namespace,
+    ``status.podIP`` the address ``10.0.0.10``.
     ``envFrom`` (whole Secrets or ConfigMaps) comes first and ``env`` overrides it, as in the kubelet.
     """
     env: dict[str, str] = {}
@@ -221,7 +222,8 @@ def container_env(manifests: Manifests, workload: dict[str, Any], container: dic
             path = source["fieldRef"]["fieldPath"]
             known = {"metadata.name": f"{workload['metadata']['name']}-0",
                      "metadata.labels['apps.kubernetes.io/pod-index']": "0",
-                     "metadata.namespace": workload["metadata"].get("namespace", "")}
+                     "metadata.namespace": workload["metadata"].get("namespace", ""),
+                     "status.podIP": "10.0.0.10"}
             assert path in known, source
             env[item["name"]] = known[path]
         else:

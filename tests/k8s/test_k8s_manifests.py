@@ -230,7 +230,13 @@ def test_service_addresses_paths_and_threads_in_the_run_config_fit_the_pods(over
                 f"{where}: {module}.model.threads {section.model.threads} must be set and <= the CPU limit {cpu_limit}")
         if name == "policy-rollout":
             host, _, port = config.policy.rollout.env_address.rpartition(":")
-            assert (host, int(port)) == ("env", env_grpc), f"{where}: policy.rollout.env_address must be the env Service"
+            assert (host, int(port)) == ("env-pods", env_grpc), (
+                f"{where}: policy.rollout.env_address must be the headless env Service env-pods (every env pod)")
+            (pods,) = [s for s in manifests.of_kind("Service") if s["metadata"]["name"] == "env-pods"]
+            assert pods["spec"]["clusterIP"] == "None" and pods["spec"]["selector"] == {"app": "env"}, pods
+            env_config, _, _ = _role_config(manifests, "env")
+            assert env_config.env.advertise_address == f"10.0.0.10:{env_grpc}", (
+                f"{where}: each env pod must advertise its own address (POD_IP) for the session ids it opens")
 
 
 def _secret_of(manifests: Manifests, key: str) -> str:

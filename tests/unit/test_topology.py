@@ -159,7 +159,7 @@ def test_bucket_names_under_the_default_config() -> None:
     config = RunConfig()
     names = {b.default_name(config, role="policy", shadow="s1") for b in BUCKETS}
     assert names == {"models", "policy_samples", "reward_samples", "policy_trained", "env_pool", "env_pool_scheduler", "env_pool_held",
-                     "env_pool_models", "live_tasks", "code_problems", "critic_groups", "critic_stats", "critic_live", "reward_judged",
+                     "env_pool_models", "env_pool_leader", "live_tasks", "code_problems", "critic_groups", "critic_stats", "critic_live", "reward_judged",
                      "reward_judged_shadow_s1", "ingest_episodes", "ingest_episodes_erasures", "ingest_orphans",
                      "ingest_captures"}
     assert Buckets.ENV_SCHEDULER.name(pool_bucket="p") == "p_scheduler"

@@ -104,6 +104,12 @@ class SchedulerConfig(StrictModel):
     eval_every: int = Field(4, ge=0, description="Every this many rounds (and the last), also roll out every "
                                                  "held-out and out-of-distribution slot (0 = never).")
     eval_group_size: int = Field(4, ge=1, description="Rollouts per evaluation task.")
+    lease_ttl_s: float = Field(
+        10.0, ge=1.0, le=300.0,
+        description="Seconds the scheduler's leader lease lives without a renewal (KV bucket <pool_bucket>_leader): "
+                    "of several env replicas only the lease holder releases rounds; it renews every "
+                    "lease_ttl_s/4, and when it dies another replica takes over within lease_ttl_s "
+                    "(docs/high-availability.md).")
 
 
 TEXT_FAMILIES = frozenset({"live", "code", "web"})
@@ -171,6 +177,12 @@ class EnvServiceConfig(ServiceConfig):
     max_sessions: int = Field(4096, ge=1, description="Open sessions at most (oldest idle ones expire first).")
     cache_dir: str = Field(".cache/env", description="Where generated games are cached (by knobs and seed).")
     pool_bucket: str = Field("env_pool", description="JetStream KV bucket of the task pool.")
+    advertise_address: str = Field(
+        "", pattern=r"^([A-Za-z0-9.\-\[\]:]+:[0-9]{1,5})?$",
+        description="host:port at which rollout workers reach this very process (not a load-balanced Service): "
+                    "it ends every session id this replica opens (<id>@<host:port>), so a worker sends the "
+                    "session's Step and Close there; the scheduler lease names its holder by it. Empty: plain "
+                    "session ids (one env process, or a client that reaches every replica through one address).")
     sandbox: SandboxConfig = Field(
         default_factory=SandboxConfig, description="The sandbox that runs the policy's programs (families 'code' and "
                                                    "'codeio'; started only when one of them is configured).")

@@ -55,13 +55,15 @@ class LauncherConfig(StrictModel):
                     "acknowledges it (a power loss loses nothing acknowledged; measured 1.7-4.1x fewer publishes per "
                     "second, bench/nats_sync.md), or a duration such as '2m' (NATS's default: a power loss can lose "
                     "up to that much acknowledged data).")
-    replicas: dict[Literal["rollout", "judge"], Annotated[int, Field(ge=1, le=16)]] = Field(
+    replicas: dict[Literal["env", "rollout", "judge"], Annotated[int, Field(ge=1, le=16)]] = Field(
         default_factory=dict,
-        description="Processes doing each scalable role, e.g. {rollout: 2, judge: 2}: the policy (or reward) "
-                    "service itself plus N-1 processes of role rollout (judge), each on its own ports with its "
-                    "own config file (config.<role>-<i>.yaml) and log, as Kubernetes runs replicas; they share "
-                    "the role's durable consumer, so each job (trajectory) goes to one of them. 1 or absent: "
-                    "the service alone. The trainers, the critic and the env are not replicated here.")
+        description="Processes doing each scalable role, e.g. {env: 2, rollout: 2, judge: 2}: the env (policy, "
+                    "reward) service itself plus N-1 processes env-<i> (of role rollout, judge), each on its own "
+                    "ports with its own config file (config.<role>-<i>.yaml) and log, as Kubernetes runs replicas; "
+                    "they share the role's durable consumer, so each job (trajectory, task report) goes to one of "
+                    "them. Env replicas: one releases rounds (a lease in KV), and every rollout worker spreads its "
+                    "Resets over all of them and sends a session's Steps to the one that opened it. 1 or absent: "
+                    "the service alone. The trainers and the critic are not replicated.")
     nats_cluster_size: Literal[1, 3, 5] = Field(
         1, description="NATS servers the launcher starts: 1, or a JetStream cluster of 3 or 5 nodes joined by routes "
                        "on free loopback ports (services get every node's URL in nats.url). Set "
