@@ -23,7 +23,9 @@ live family scores with). Users are in three disjoint groups (no prompt is in tw
   the product's own success rate on users the loop never learns from (greedy replies).
 
 A product round runs at the start and after each completed loop round. Arm ``unfed`` is the control:
-the same run config, seed and requests, with no capture headers and nothing posted.
+the same run config, seed and requests, but the train users' conversations are neither captured nor
+posted (the failure users are posted as in ``fed``, so both arms hold out the same live tasks). Every run starts
+from the policy and judge the first run cold-started (``--no-shared-coldstart``: each seed its own).
 """
 
 from __future__ import annotations
@@ -269,7 +271,7 @@ class Product:
         r = self.ingest.post("/episodes", json=body)
         if r.status_code != 202:
             raise RuntimeError(f"episode {episode}: {r.status_code} {r.text}")
-        fb = {"feedbackId": f"{episode}/thumb", "episodeId": episode, "turnId": "t1", "kind": "KIND_THUMBS",
+        fb = {"feedbackId": f"{episode}:thumb", "episodeId": episode, "turnId": "t1", "kind": "KIND_THUMBS",
               "value": value}
         r = self.ingest.post("/feedback", json=fb)
         if r.status_code != 202:
@@ -297,7 +299,7 @@ class Product:
             versions.add(version)
             value = thumb(answer, task.reference, self.rng, self.noise)
             downs += value < 0
-            if self.fed:
+            if self.fed or group == "failure":
                 self._post(user, task, episode, answer, completion_id if capture else "", value)
         return {"product_round": k, "versions": sorted(versions), "thumbs_down": downs,
                 **{f"success_{g}": tally.rate(g) for g in ("eval", "train", "failure")}}
@@ -370,7 +372,7 @@ def run_one(seed: int, arm: str, rounds: int, out_dir: Path, noise: float, sizes
             "policy/success_live_heldout": before_after(live),
             "policy/success_heldout (env maps)": before_after([r.get("policy/success_heldout") for r in loop]),
         },
-        "live_heldout_tasks": _live_decisions(run_dir),
+        "live_tasks": _live_decisions(run_dir),
     }
     (run_dir.parent / f"{arm}-s{seed}.json").write_text(json.dumps(result, indent=1))
     return result
@@ -390,7 +392,7 @@ def cold_started(runs_dir: Path) -> list[str]:
 
 
 def _live_decisions(run_dir: Path) -> dict[str, int]:
-    """Live pool decisions in the env's log, by kind and split."""
+    """Live pool decisions in the env's log: admitted (by split: ``train``, ``live_heldout``) or the kind."""
     counts: dict[str, int] = {}
     log = run_dir / "logs" / "env.log"
     if not log.exists():
@@ -400,7 +402,8 @@ def _live_decisions(run_dir: Path) -> dict[str, int]:
             continue
         rec = json.loads(line)
         if rec.get("msg") == "pool decision" and str(rec.get("slot", "")).startswith("live/"):
-            key = f"{rec.get('kind')}:{rec.get('split', '')}"
+            reason = str(rec.get("reason", ""))
+            key = reason.rsplit("admitted to ", 1)[1] if "admitted to " in reason else str(rec.get("kind"))
             counts[key] = counts.get(key, 0) + 1
     return counts
 
@@ -415,12 +418,12 @@ def write_report(results: list[dict], out: Path, rounds: int, noise: float, size
     lines = [
         "# The live loop's value: a scripted product while the loop trains", "",
         f"Measured with `scripts/bench_live_value.py` on {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, "
-        f"one run at a time; `rlanything run` of {rounds} synchronous rounds, tiny policy and judge cold-started "
-        "by SFT, every service a process.", "",
+        f"one run at a time; `rlanything run` of {rounds} synchronous rounds, every service a process, the tiny policy "
+        "and judge cold-started by SFT once and shared by every run (config: the script's `CONFIG`).", "",
         f"The product: {n_train} train users (capture on, thumbs flipped with probability {noise}), {n_failure} "
         f"failure users (asked once, no capture: their failures are the held-out live tasks), {n_eval} eval users "
         f"× {per_user} positions (no capture, nothing posted; greedy). Arm `unfed`: the same run and requests, "
-        "nothing captured or posted.", "",
+        "the train users' conversations neither captured nor posted (the failure users posted as in `fed`).", "",
         "## Mean over seeds", "", "| arm | measure | before | after | change |", "|---|---|---:|---:|---:|",
     ]
     for arm, measure, b, a in summary_rows(results):
@@ -434,7 +437,7 @@ def write_report(results: list[dict], out: Path, rounds: int, noise: float, size
                          f"{r['wall_s']:.0f} |")
     lines += ["", "## Product rounds", ""]
     for r in results:
-        lines.append(f"- {r['arm']} seed {r['seed']} (live task decisions {r['live_heldout_tasks']}): " + "; ".join(
+        lines.append(f"- {r['arm']} seed {r['seed']} (live task decisions {r['live_tasks']}): " + "; ".join(
             f"r{p['product_round']} {','.join(p['versions'])} eval {_fmt(p['success_eval'])} "
             f"train {_fmt(p['success_train'])}" for p in r["product_rounds"]))
     out.parent.mkdir(parents=True, exist_ok=True)
