@@ -100,7 +100,8 @@ bench: setup
 	$(PY) scripts/bench_sandbox.py bench/sandbox.md
 
 # The live loop's value: a scripted product talks to the endpoint while `rlanything run` trains, fed and
-# unfed, 3 seeds, one run at a time (about 2 hours on 2 loaded cores); results in bench/live_value.md.
+# unfed, 3 seeds, one run at a time (11-13 min a run on 2 loaded cores, after one shared cold start);
+# results in bench/live_value.md (LIVE_VALUE_ARGS, e.g. "--seeds 0 --arms fed").
 bench-live-value: setup check-proto
 	$(PY) scripts/bench_live_value.py bench/live_value.md $(LIVE_VALUE_ARGS)
 

@@ -1,7 +1,8 @@
 """The live loop's value: a scripted product talks to the policy while `rlanything run` trains.
 
 Usage: ``python scripts/bench_live_value.py [OUT.md] [--seeds 0 1 2] [--rounds R] [--arms fed,unfed]``
-(default ``bench/live_value.md``; ``make bench-live-value``). Runs one seed and arm at a time.
+(default ``bench/live_value.md``; ``make bench-live-value``). Runs one seed and arm at a time; the report
+covers every run recorded in ``--runs-dir`` (``--report-only`` rewrites it from them).
 
 The product is a navigation helper: each user has FrozenLake positions (the 5×5 window the env's
 ``gym_text`` family shows, the same chat the policy's rollouts send) and asks which move to make;
@@ -236,6 +237,21 @@ def summary_rows(results: list[dict]) -> list[tuple[str, str, float | None, floa
     return rows
 
 
+def paired_rows(results: list[dict]) -> list[tuple[str, int, float, float]]:
+    """(measure, seeds, mean change fed, mean change unfed) over the seeds run in both arms, for each
+    measure both ends of which were measured in both arms of a seed (change = after − before)."""
+    by = {(r["arm"], r["seed"]): r["before_after"] for r in results}
+    seeds = sorted(s for a, s in by if a == "fed" and ("unfed", s) in by)
+    rows = []
+    for measure in by[("fed", seeds[0])] if seeds else []:
+        pairs = [(by[("fed", s)][measure], by[("unfed", s)][measure]) for s in seeds]
+        pairs = [(f, u) for f, u in pairs if None not in f and None not in u]
+        if pairs:
+            rows.append((measure, len(pairs), statistics.mean(f[1] - f[0] for f, _ in pairs),
+                         statistics.mean(u[1] - u[0] for _, u in pairs)))
+    return rows
+
+
 # ---- the product talking to the endpoints (I/O) ----
 
 class Product:
@@ -429,6 +445,11 @@ def write_report(results: list[dict], out: Path, rounds: int, noise: float, size
     for arm, measure, b, a in summary_rows(results):
         change = "—" if b is None or a is None else f"{a - b:+.3f}"
         lines.append(f"| {arm} | {measure} | {_fmt(b)} | {_fmt(a)} | {change} |")
+    paired = paired_rows(results)
+    if paired:
+        lines += ["", "## Fed vs unfed, seeds run in both arms (change = after − before)", "",
+                  "| measure | seeds | change fed | change unfed | fed − unfed |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {m} | {n} | {f:+.3f} | {u:+.3f} | {f - u:+.3f} |" for m, n, f, u in paired]
     lines += ["", "## Per seed", "", "| arm | seed | measure | before | after | live samples trained | wall s |",
               "|---|---:|---|---:|---:|---:|---:|"]
     for r in results:
@@ -456,18 +477,22 @@ def main() -> None:
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/live-value"))
     parser.add_argument("--shared-coldstart", action=argparse.BooleanOptionalAction, default=True,
                         help="start every run from the first run's cold-started policy and judge")
+    parser.add_argument("--report-only", action="store_true", help="rewrite OUT from the runs in --runs-dir")
     parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                         help="a run config override (as `rlanything run --set`), repeatable")
     args = parser.parse_args()
     n_train, n_failure, n_eval, per_user = args.users
     sizes = (n_train, n_failure, n_eval, per_user)
-    for seed in args.seeds:
+    for seed in [] if args.report_only else args.seeds:
         for arm in args.arms.split(","):
             shared = cold_started(args.runs_dir) if args.shared_coldstart else []
             run_one(seed, arm, args.rounds, args.runs_dir, args.noise, sizes, shared + args.overrides)
             # every finished run in the runs folder (earlier invocations too: arms and seeds can be run apart)
             results = [json.loads(p.read_text()) for p in sorted(args.runs_dir.glob("*-s*.json"))]
             write_report(results, args.out, args.rounds, args.noise, sizes)
+    if args.report_only:
+        results = [json.loads(p.read_text()) for p in sorted(args.runs_dir.glob("*-s*.json"))]
+        write_report(results, args.out, args.rounds, args.noise, sizes)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 from scripts.bench_live_value import (
-    NavTask, Tally, before_after, heldout_task, make_users, map_tasks, optimal_moves, summary_rows, task_candidate_id,
-    thumb)
+    NavTask, Tally, before_after, heldout_task, make_users, map_tasks, optimal_moves, paired_rows, summary_rows,
+    task_candidate_id, thumb)
 from services.env.families.frozenlake import shortest_path
 from services.policy.prompting import SYSTEM_PROMPT
 
@@ -60,6 +60,15 @@ def test_summary_rows_average_seeds_that_measured_both_ends() -> None:
     rows = summary_rows(results)
     assert rows[0][:2] == ("fed", "m") and abs(rows[0][2] - 0.3) < 1e-12 and abs(rows[0][3] - 0.7) < 1e-12
     assert rows[1] == ("unfed", "m", None, None)
+
+
+def test_paired_rows_compare_the_change_of_both_arms_on_the_same_seeds() -> None:
+    results = [{"arm": "fed", "seed": 0, "before_after": {"m": (0.2, 0.6), "n": (None, None)}},
+               {"arm": "unfed", "seed": 0, "before_after": {"m": (0.3, 0.4), "n": (0.1, 0.2)}},
+               {"arm": "fed", "seed": 1, "before_after": {"m": (0.5, 0.5), "n": (0.1, 0.2)}}]  # no unfed seed 1
+    [(measure, seeds, fed, unfed)] = paired_rows(results)
+    assert (measure, seeds) == ("m", 1) and abs(fed - 0.4) < 1e-12 and abs(unfed - 0.1) < 1e-12
+    assert paired_rows(results[2:]) == []
 
 
 def test_user_groups_are_disjoint_and_split_by_the_envs_held_out_rule() -> None:
