@@ -70,3 +70,12 @@ def test_the_program_is_the_first_fenced_block_else_the_whole_answer():
     assert extract_program("```\nprint(3)\n```") == "print(3)\n"
     assert extract_program("```py\nprint(4)") == "print(4)"  # cut before the closing fence
     assert extract_program("print(5)") == "print(5)"
+
+
+def test_the_parametric_proposer_moves_ops_and_examples_never_max_constant():
+    from services.env.families.code_family import CodeFamily
+
+    family = CodeFamily()  # the sandbox starts at the first run, not here
+    assert family.knob_preference(True, 0.0) == family.knob_preference(False, 1.0) == ["ops", "examples"]
+    spec_knobs = {"ops": 1.0, "examples": 2.0, "max_constant": 99.0}
+    assert family.move_knob(spec_knobs, "ops", True) == {**spec_knobs, "ops": 2.0}
