@@ -1,8 +1,9 @@
 """Curves of several finished runs side by side (e.g. the seeds of one config).
 
-Usage: ``python scripts/plot_seeds.py OUT.png RUN_DIR [RUN_DIR ...]``. Reads each run's
-``metrics.jsonl`` and draws held-out success (evaluation rounds), RM step accuracy and the in-band
-share per round, one line per run, with the runs' mean dashed.
+Usage: ``python scripts/plot_seeds.py [--metric KEY=TITLE ...] OUT.png RUN_DIR [RUN_DIR ...]``. Reads
+each run's ``metrics.jsonl`` and draws held-out success (evaluation rounds), RM step accuracy and the
+in-band share per round (or the ``--metric`` panels given, e.g.
+``--metric reward/unit_test_accuracy="unit-test accuracy"``), one line per run, with the runs' mean dashed.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ def series(run: Path, key: str) -> tuple[list[float], list[float]]:
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def main(out: Path, runs: list[Path]) -> None:
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
-    for ax, (key, title) in zip(axes, PANELS):
+def main(out: Path, runs: list[Path], panels: tuple[tuple[str, str], ...] = PANELS) -> None:
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    axes = axes[0]
+    for ax, (key, title) in zip(axes, panels):
         all_values = []
         for run in runs:
             xs, ys = series(run, key)
-            ax.plot(xs, ys, marker="o" if key == PANELS[0][0] else None, label=run.name, alpha=0.8)
+            ax.plot(xs, ys, marker="o" if key.startswith("policy/success") else None, label=run.name, alpha=0.8)
             all_values.append((xs, ys))
         common = sorted(set.intersection(*(set(xs) for xs, _ in all_values))) if all_values else []
         if len(runs) > 1 and common:
@@ -49,6 +51,11 @@ def main(out: Path, runs: list[Path]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit("usage: plot_seeds.py OUT.png RUN_DIR [RUN_DIR ...]")
-    main(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])
+    args, chosen = sys.argv[1:], []
+    while len(args) >= 2 and args[0] == "--metric":
+        key, _, title = args[1].partition("=")
+        chosen.append((key, title or key))
+        args = args[2:]
+    if len(args) < 2:
+        sys.exit("usage: plot_seeds.py [--metric KEY=TITLE ...] OUT.png RUN_DIR [RUN_DIR ...]")
+    main(Path(args[0]), [Path(p) for p in args[1:]], tuple(chosen) or PANELS)

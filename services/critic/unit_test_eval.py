@@ -58,8 +58,11 @@ def correct_programs_of(recs: Sequence[JudgedTrajectory]) -> list[bool]:
 def unit_test_samples(recs: Sequence[JudgedTrajectory], tests: Sequence[GeneratedTest],
                       passes_NK: Sequence[Sequence[bool]], invalid_penalty: float
                       ) -> tuple[list[TrainingSample], dict[str, float]]:
-    """The RM samples of one group's tests and its statistics (``sum/unit_tests``: tests written,
-    ``sum/unit_tests_correct``: parseable tests every correct program passes).
+    """The RM samples of one group's tests and its statistics: ``sum/unit_tests``, tests written;
+    ``sum/unit_tests_checked``, tests written for a group with at least one correct program (only there
+    does "every correct program passes it" say anything: with none every test would count as
+    correct); ``sum/unit_tests_correct``, parseable tests of such a group that every correct
+    program passes.
 
     ``passes_NK[n][k]``: program n passes the k-th *parseable* test of ``tests``.
 
@@ -85,7 +88,9 @@ def unit_test_samples(recs: Sequence[JudgedTrajectory], tests: Sequence[Generate
                                       response_token_ids=vote.response_token_ids,
                                       behaviour_logprobs=vote.behaviour_logprobs, advantage=a,
                                       model_version=rec.reward_model_version))
-    return samples, {"sum/unit_tests": float(len(tests)), "sum/unit_tests_correct": float(sum(correct_K))}
+    checked = any(correct_N)
+    return samples, {"sum/unit_tests": float(len(tests)), "sum/unit_tests_checked": float(len(tests) * checked),
+                     "sum/unit_tests_correct": float(sum(correct_K) * checked)}
 
 
 async def score_tests(sandbox: Sandbox, recs: Sequence[JudgedTrajectory]) -> list[list[bool]]:

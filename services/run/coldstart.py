@@ -21,7 +21,7 @@ from services.common.config import FamilyConfig, LoraSettings, RunConfig
 from services.env.families.base import TaskFamily
 from services.reward.judge_prompt import PROMPT_FORMAT
 
-__all__ = ["coldstart_policy", "coldstart_judge", "config_hash", "coldstart_errors", "policy_needs_coldstart",
+__all__ = ["coldstart_policy", "coldstart_judge", "coldstart_writer", "config_hash", "coldstart_errors", "policy_needs_coldstart",
            "policy_coldstart_dir", "sft_lora", "held_out_keys"]
 
 
@@ -178,12 +178,15 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
 
 
 def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
-    """The cold-started (noisy) judge's directory (trained now unless cached)."""
+    """The cold-started (noisy) judge's directory (trained now unless cached); with ``reward.kind:
+    unit_tests`` the cold-started unit-test writer's (`coldstart_writer`)."""
     from services.env.families.registry import build_family
     from services.reward.judges import JudgeSettings
     from services.offline.judge_sft import run_judge_sft
 
     rcfg = config.reward
+    if rcfg.kind == "unit_tests":
+        return coldstart_writer(config, log)
     fam_cfg = config.env.families[0]
     settings = JudgeSettings.of(rcfg)
     key = config_hash(_family_key(fam_cfg), rcfg.sft, rcfg.model.tiny, rcfg.votes, rcfg.temperature, rcfg.prompt_chars,
@@ -206,4 +209,32 @@ def coldstart_judge(config: RunConfig, log: Callable[[str], None]) -> str:
 
     if build_once(out, build, on_wait=lambda: log(f"cold start: waiting for another run building {out}")):
         log(f"cold-started judge: cached {out}")
+    return str(out)
+
+
+def coldstart_writer(config: RunConfig, log: Callable[[str], None]) -> str:
+    """The cold-started tiny unit-test writer's directory (trained now unless cached): SFT on tests
+    built from the reference programs of ``env.families[0]`` (`offline.writer_sft`)."""
+    from services.env.families.registry import build_family
+    from services.offline.writer_sft import run_writer_sft
+
+    rcfg = config.reward
+    fam_cfg = config.env.families[0]
+    key = config_hash(_family_key(fam_cfg), rcfg.sft, rcfg.model.tiny, rcfg.votes, rcfg.temperature,
+                      rcfg.max_new_tokens, *_held_out_part(config))
+    out = Path(config.launcher.coldstart_dir) / f"writer-{fam_cfg.type}-{key}"
+
+    def build(tmp: Path) -> None:
+        log(f"cold start: SFT of the tiny unit-test writer on tests of reference programs ({rcfg.sft.steps} steps)")
+        family = build_family(fam_cfg, config.env.cache_dir, config.env.sandbox)
+        try:
+            result = run_writer_sft(family, fam_cfg, rcfg.sft, rcfg.model.tiny, tmp, rcfg.votes,  # type: ignore[arg-type]  # a code family (RunConfig checks)
+                                    rcfg.temperature, rcfg.max_new_tokens, excluded=held_out_keys(config, family))
+        finally:
+            family.close()
+        log(f"cold-started writer: test accuracy {result.accuracy_before:.2f} -> {result.accuracy_after:.2f} "
+            f"({result.eval_tests} tests of other problems, {result.seconds:.0f} s)")
+
+    if build_once(out, build, on_wait=lambda: log(f"cold start: waiting for another run building {out}")):
+        log(f"cold-started writer: cached {out}")
     return str(out)

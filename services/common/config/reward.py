@@ -38,7 +38,8 @@ class RewardServiceConfig(ServiceConfig):
         "step_judge", description="What the reward model writes: step_judge = m verdicts \\boxed{±1} per step; "
                                   "unit_tests = m unit tests per answer of a code task (\\boxed{INPUT => OUTPUT}), "
                                   "run by the critic against the group's programs (needs critic.unit_tests; "
-                                  "backend llm with model.source set, or openai; docs/coding.md).")
+                                  "backend llm, an empty model.source being the cold-started tiny writer, or "
+                                  "openai; docs/coding.md).")
     model: ModelConfig = Field(default_factory=ModelConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
     sft: JudgeSFTConfig = Field(default_factory=JudgeSFTConfig)
@@ -82,8 +83,5 @@ class RewardServiceConfig(ServiceConfig):
         if self.kind == "unit_tests" and self.backend == "oracle":
             raise ValueError("reward.kind 'unit_tests' needs a model that writes tests (backend llm or openai), "
                              "not backend 'oracle'")
-        if self.kind == "unit_tests" and self.backend == "llm" and not self.model.source:
-            raise ValueError("reward.kind 'unit_tests' with backend llm needs model.source (a pretrained model): "
-                             "there is no tiny cold-started unit-test writer")
         serve_lora_in_vllm("reward", self.model, self.ppo)  # a vllm engine starts with LoRA for trained adapters
         return self

@@ -56,7 +56,8 @@ def test_test_rewards_are_cure_s_with_a_format_penalty_z_scored_over_the_group()
     std = math.sqrt(sum((r - mean) ** 2 for r in raw) / 5)
     got = {s.sample_id: s.advantage for s in out.reward.samples}
     assert got == pytest.approx({f"r0/code/train-0000/v0/{j}/0/0": (r - mean) / std for j, r in enumerate(raw)})
-    assert out.stats["sum/unit_tests"] == 5 and out.stats["sum/unit_tests_correct"] == 3
+    assert out.stats["sum/unit_tests"] == out.stats["sum/unit_tests_checked"] == 5
+    assert out.stats["sum/unit_tests_correct"] == 3
     assert round_metrics([out.stats])["reward/unit_test_accuracy"] == 0.6
 
 
@@ -65,6 +66,16 @@ def test_a_task_outside_the_keep_band_trains_no_test_but_counts_its_accuracy():
     out = evaluate_group(code_group([True] * 5, TESTS), CriticServiceConfig(unit_tests=True), partial=False,
                          unit_test_passes=passes)
     assert out.reward.samples == [] and out.stats["sum/unit_tests_correct"] == 4
+
+
+def test_a_group_without_a_correct_program_does_not_count_in_the_accuracy():
+    """With no correct program every test would be vacuously correct: such a group counts its tests as
+    written, not as checked, and the accuracy is left out when no group checked any."""
+    out = evaluate_group(code_group([False] * 5, TESTS), CriticServiceConfig(unit_tests=True), partial=False,
+                         unit_test_passes=PASSES)
+    assert out.stats["sum/unit_tests"] == 5
+    assert out.stats["sum/unit_tests_checked"] == out.stats["sum/unit_tests_correct"] == 0
+    assert "reward/unit_test_accuracy" not in round_metrics([out.stats])
 
 
 def test_a_matrix_of_the_wrong_shape_is_refused():

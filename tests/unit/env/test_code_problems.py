@@ -49,10 +49,20 @@ def test_the_instance_key_is_the_function_not_the_wording():
     assert make_problem(2, 0, seed=5).key == make_problem(2, 4, seed=5).key  # examples shown: same function
 
 
-@pytest.mark.parametrize(("ops", "examples", "field"), [(0, 2, "ops=0"), (2, -1, "examples=-1")])
-def test_bad_knobs_are_refused_naming_the_knob(ops, examples, field):
+def test_max_constant_widens_the_add_and_subtract_constants_and_keeps_the_default_draws():
+    assert make_problem(1, 2, seed=3) == make_problem(1, 2, seed=3, max_constant=9)  # the default: 1-9
+    wide = {make_problem(1, 0, seed, max_constant=99).key for seed in range(600)}
+    narrow = {make_problem(1, 0, seed).key for seed in range(600)}
+    assert len(narrow) == 22 and len(wide) > 150  # 1*x±1..9 and 2..5*x+0; 1*x±1..99
+    assert max(abs(int(k.split("x")[1])) for k in wide) > 50
+    assert all(abs(int(k.split("x")[1])) <= 9 for k in narrow)
+
+
+@pytest.mark.parametrize(("ops", "examples", "constant", "field"),
+                         [(0, 2, 9, "ops=0"), (2, -1, 9, "examples=-1"), (1, 2, 0, "max_constant=0")])
+def test_bad_knobs_are_refused_naming_the_knob(ops, examples, constant, field):
     with pytest.raises(InvalidArgumentError, match=field):
-        make_problem(ops, examples, seed=1)
+        make_problem(ops, examples, seed=1, max_constant=constant)
 
 
 def test_the_program_is_the_first_fenced_block_else_the_whole_answer():
@@ -60,3 +70,12 @@ def test_the_program_is_the_first_fenced_block_else_the_whole_answer():
     assert extract_program("```\nprint(3)\n```") == "print(3)\n"
     assert extract_program("```py\nprint(4)") == "print(4)"  # cut before the closing fence
     assert extract_program("print(5)") == "print(5)"
+
+
+def test_the_parametric_proposer_moves_ops_and_examples_never_max_constant():
+    from services.env.families.code_family import CodeFamily
+
+    family = CodeFamily()  # the sandbox starts at the first run, not here
+    assert family.knob_preference(True, 0.0) == family.knob_preference(False, 1.0) == ["ops", "examples"]
+    spec_knobs = {"ops": 1.0, "examples": 2.0, "max_constant": 99.0}
+    assert family.move_knob(spec_knobs, "ops", True) == {**spec_knobs, "ops": 2.0}
