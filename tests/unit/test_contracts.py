@@ -29,7 +29,7 @@ def test_services_are_defined() -> None:
 
     methods = {
         env_pb2.DESCRIPTOR.services_by_name["Environment"]: {"ListTasks", "Reset", "Step", "Close"},
-        policy_pb2.DESCRIPTOR.services_by_name["Policy"]: {"Generate"},
+        policy_pb2.DESCRIPTOR.services_by_name["Policy"]: {"Generate", "GenerateStream"},
         reward_pb2.DESCRIPTOR.services_by_name["RewardModel"]: {"JudgeSteps"},
         critic_pb2.DESCRIPTOR.services_by_name["Critic"]: {"GetRoundReport", "GetTaskStats"},
     }
