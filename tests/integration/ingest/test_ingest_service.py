@@ -52,10 +52,11 @@ def episode(episode_id: str, revision: int = 0, text: str = "What is 17 + 25?", 
             "messages": [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]}
 
 
-def wait_state(client: httpx.Client, episode_id: str, state: str, timeout_s: float = 10.0) -> dict:
+def wait_state(client: httpx.Client, episode_id: str, state: str, timeout_s: float = 10.0,
+               headers: dict[str, str] | None = None) -> dict:
     deadline = time.monotonic() + timeout_s
     while True:
-        body = client.get(f"/v1/ingest/episodes/{episode_id}", headers=HEADERS).json()
+        body = client.get(f"/v1/ingest/episodes/{episode_id}", headers=headers or HEADERS).json()
         if body.get("state") == state or time.monotonic() > deadline:
             return body
         time.sleep(0.1)
@@ -289,6 +290,8 @@ async def test_a_tenant_purges_everything_of_its_own_and_nothing_of_another(spaw
     await bus.publish("rla.ingest.completion.acme.a-9", ingest_pb2.CapturedCompletion(
         tenant="acme", episode_id="a-9", completion_id="c"), msg_id="acme/cmpl/c")
     assert wait_state(client, "a-1", "STATE_SETTLED")["state"] == "STATE_SETTLED"
+    # the other tenant's episode settles on its own clock: the purge must find it settled, not race it
+    assert wait_state(client, "o-0", "STATE_SETTLED", headers=other)["state"] == "STATE_SETTLED"
     deadline = time.monotonic() + 10
     while len(await live_entries(await bus.js.key_value("ingest_captures"))) < 1:
         assert time.monotonic() < deadline
