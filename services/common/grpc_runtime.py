@@ -12,8 +12,9 @@ from __future__ import annotations
 import collections
 import errno
 import functools
+import inspect
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -113,31 +114,50 @@ class MalformedRequestGuard(grpc.aio.ServerInterceptor):
 
     grpc.aio parses a request before the handler runs, and a parse failure there becomes UNKNOWN
     ("Unexpected DecodeError"), which names no fault of the caller. This interceptor hands the
-    unary-unary handlers the raw bytes and parses them itself. Streaming methods (health Watch,
-    reflection) are left as they are.
+    unary-request handlers (unary-unary and server-streaming, such as `Policy.GenerateStream`) the
+    raw bytes and parses them itself. Client-streaming methods are left as they are.
     """
 
     async def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
                                 details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+        if handler is None or handler.request_deserializer is None or handler.request_streaming:
             return handler
-        parse, inner, method = handler.request_deserializer, handler.unary_unary, details.method
-
+        parse, method = handler.request_deserializer, details.method
         skew = peer_version_problem(dict(details.invocation_metadata or ()).get(GRPC_METADATA_KEY), "the caller speaks")
 
-        async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> object:
+        async def parsed(raw: bytes, context: grpc.aio.ServicerContext) -> object:
             if skew:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, skew)
             try:
-                request = parse(raw)
+                return parse(raw)
             except Exception as exc:  # noqa: BLE001 - DecodeError, or whatever a custom deserializer raises
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"request to {method} is not a valid message ({len(raw)} bytes): {exc}")
-            return await inner(request, context)
+                raise  # abort raises; this line is never reached
 
-        return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None,
-                                                   response_serializer=handler.response_serializer)
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(raw: bytes, context: grpc.aio.ServicerContext) -> object:
+                return await inner(await parsed(raw, context), context)
+
+            return grpc.unary_unary_rpc_method_handler(unary, request_deserializer=None,
+                                                       response_serializer=handler.response_serializer)
+        if handler.unary_stream is not None:
+            streamed = handler.unary_stream
+
+            async def stream(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[object]:
+                answer = streamed(await parsed(raw, context), context)
+                if inspect.isasyncgen(answer):
+                    async for chunk in answer:
+                        yield chunk
+                else:  # a coroutine that writes with context.write
+                    await answer
+
+            return grpc.unary_stream_rpc_method_handler(stream, request_deserializer=None,
+                                                        response_serializer=handler.response_serializer)
+        return handler
 
 
 def _bind_problem(host: str, port: int) -> str:

@@ -37,14 +37,19 @@ class CancelSpy(HFGenerator):
 
 
 @pytest.fixture
-async def stub(tiny_model_dir: Path) -> AsyncIterator[policy_pb2_grpc.PolicyStub]:
+async def channel(tiny_model_dir: Path) -> AsyncIterator[grpc.aio.Channel]:
     servicer = PolicyServicer(CancelSpy(str(tiny_model_dir)))
     server, port, _ = await create_server(
         "127.0.0.1", 0, [lambda s: policy_pb2_grpc.add_PolicyServicer_to_server(servicer, s)])
     await server.start()
-    async with aio_channel(f"127.0.0.1:{port}") as channel:
-        yield policy_pb2_grpc.PolicyStub(channel)
+    async with aio_channel(f"127.0.0.1:{port}") as opened:
+        yield opened
     await server.stop(None)
+
+
+@pytest.fixture
+def stub(channel: grpc.aio.Channel) -> policy_pb2_grpc.PolicyStub:
+    return policy_pb2_grpc.PolicyStub(channel)
 
 
 def request(max_new_tokens: int, stop: tuple[str, ...] = (), prompts: int = 1, temperature: float = 0.0,
@@ -96,3 +101,15 @@ async def test_cancelling_the_call_cancels_the_generation(stub) -> None:
             break
         await asyncio.sleep(0.05)
     assert len(CancelSpy.cancels) == 1 and CancelSpy.cancels[0].is_set()
+
+
+async def test_bytes_that_are_no_request_are_invalid_argument_not_unknown(channel) -> None:
+    """Found by the gRPC fuzz test: the server-streaming method parsed its request in grpc.aio,
+    so corrupt bytes came back UNKNOWN ("Unexpected DecodeError"), which names no fault."""
+    raw = channel.unary_stream(
+        "/rlanything.v1.Policy/GenerateStream", request_serializer=None, response_deserializer=None)
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        async for _ in raw(b"\x00", timeout=60):
+            pass
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    assert "not a valid message (1 bytes)" in err.value.details()

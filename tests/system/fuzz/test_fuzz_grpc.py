@@ -40,7 +40,14 @@ def test_every_generated_request_gets_a_named_status(system, service: str, path:
     address = system["services"][service]["address"]
     others = [d for d in ALL_INPUTS if d is not method.input_type]
     with grpc.insecure_channel(address) as channel:
-        call = channel.unary_unary(path, request_serializer=None, response_deserializer=None)
+        if method.server_streaming:  # read the whole stream: a failure may come after some chunks
+            stream = channel.unary_stream(path, request_serializer=None, response_deserializer=None)
+
+            def call(data: bytes, timeout: float) -> None:
+                for _ in stream(data, timeout=timeout):
+                    pass
+        else:
+            call = channel.unary_unary(path, request_serializer=None, response_deserializer=None)
 
         @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                   suppress_health_check=list(HealthCheck))
