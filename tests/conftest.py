@@ -25,9 +25,10 @@ import pytest
 import yaml
 
 from services.common.bus import EventBus
-from services.common.config import ConsumerConfig, FamilyConfig, NatsConfig, RewardServiceConfig
+from services.common.config import ConsumerConfig, FamilyConfig, NatsConfig, RewardServiceConfig, SandboxConfig
 from services.common.nats_server import NatsServer, free_port
 from services.common.service_start import Started, start_service, wait_serving
+from services.env.families.code_family import CodeFamily
 
 TIER_OF_FOLDER = {"unit": "unit", "integration": "integration", "contract": "integration", "k8s": "integration",
                   "system": "system", "heavy": "heavy", "vllm_backend": None}
@@ -84,6 +85,15 @@ def tiny_cold(test_cache: Path) -> Path:
     """The cold-start cache of the tiny run config (`tests.launch.TINY`): its policy and judge SFT run
     once per session, whichever system or heavy test starts first (entries keyed by config hash)."""
     return test_cache / "coldstart"
+
+
+@pytest.fixture(scope="module")
+def code_family() -> Iterator[CodeFamily]:
+    """The `code` family with its sandbox started (2 workers, 2 s per run); needs root."""
+    family = CodeFamily(SandboxConfig(workers=2, timeout_s=2.0))
+    family.start()
+    yield family
+    family.close()
 
 
 @pytest.fixture

@@ -5,7 +5,10 @@ For each training problem of family ``code`` (seeds `TRAIN_SEED_BASE` on, skippi
 held-out and OOD instances) the writer's chat is `unit_tests.unit_test_chat` on the problem's task
 text (what the reward service shows it: the statement with its examples), and its target is one
 test ``\\boxed{INPUT => OUTPUT}`` whose input is drawn from ``inputs`` (none of the shown examples'
-inputs) and whose output is what the reference program prints on it, run in the family's sandbox.
+inputs) and whose output is what the reference program prints on it, run in the family's sandbox;
+or, for a share ``copy_share`` of the problems, one of the statement's shown examples copied (a
+correct test that only catches programs failing the statement's own examples: the move a tiny
+writer can learn, since computing ``f(x)`` for a new ``x`` is arithmetic it does not learn here).
 Training is the policy's cross-entropy loop (`policy_sft.supervised_train`) for a fixed budget.
 
 Accuracy before/after (`writer_accuracy`) is the share of written tests that are correct: in the
@@ -33,7 +36,7 @@ from services.env.families.code_problems import TASK_TEXT
 from services.offline.expert import Demonstration
 from services.offline.policy_sft import build_tiny_for, supervised_train
 
-__all__ = ["WriterSFTResult", "TRAIN_SEED_BASE", "EVAL_SEED_BASE", "TEST_INPUTS", "writer_target", "shown_inputs", "writer_examples",
+__all__ = ["WriterSFTResult", "TRAIN_SEED_BASE", "EVAL_SEED_BASE", "TEST_INPUTS", "writer_target", "shown_examples", "shown_inputs", "writer_examples",
            "writer_accuracy", "run_writer_sft"]
 
 TRAIN_SEED_BASE = 940_000_000
@@ -67,30 +70,51 @@ def writer_target(stdin: str, stdout: str) -> str:
     return f"\\boxed{{{one(stdin)} {SEPARATOR} {one(stdout)}}}"
 
 
+def shown_examples(statement: str) -> list[tuple[str, str]]:
+    """(input, output) of the statement's ``input X -> output Y`` example lines, in order."""
+    return [(line.split()[1], line.split(" -> ", 1)[1].split()[1]) for line in statement.splitlines()
+            if line.startswith("input ") and " -> output " in line]
+
+
 def shown_inputs(statement: str) -> set[str]:
     """Inputs of the statement's ``input X -> output Y`` example lines."""
-    return {line.split()[1] for line in statement.splitlines() if line.startswith("input ") and " -> " in line}
+    return {x for x, _ in shown_examples(statement)}
 
 
 def writer_examples(family: CodeFamily, specs: Sequence[TaskSpec], rng: random.Random,
-                    inputs: Sequence[int] = TEST_INPUTS) -> list[Demonstration]:
+                    inputs: Sequence[int] = TEST_INPUTS, copy_share: float = 0.0) -> list[Demonstration]:
     """One (writer chat, test) pair per problem of ``specs``: an input from ``inputs`` that is not
-    one of the problem's shown examples, and the reference's output on it (run in the sandbox).
+    one of the problem's shown examples, and the reference's output on it (run in the sandbox); or,
+    with probability ``copy_share`` (drawn from ``rng``), one shown example copied.
 
     Raises:
-        ValueError: a reference program fails on its input (the run's verdict is not ``ok``).
+        ValueError: a reference program fails on its input (the run's verdict is not ``ok``), or
+            ``copy_share`` > 0 and a statement shows no example.
     """
     problems = [family.problem(s) for s in specs]
-    chosen = []
-    for p in problems:
-        shown = shown_inputs(p.statement)
-        chosen.append(f"{rng.choice([x for x in inputs if str(x) not in shown])}\n")
-    results = family.sandbox.run_many([Job(p.reference, stdin) for p, stdin in zip(problems, chosen)])
+    copied: dict[int, tuple[str, str]] = {}
+    chosen: dict[int, str] = {}
+    for i, p in enumerate(problems):
+        if copy_share > 0 and rng.random() < copy_share:
+            examples = shown_examples(p.statement)
+            if not examples:
+                raise ValueError(f"copy_share={copy_share} but the statement of {p.key} shows no example")
+            copied[i] = rng.choice(examples)
+        else:
+            shown = shown_inputs(p.statement)
+            chosen[i] = f"{rng.choice([x for x in inputs if str(x) not in shown])}\n"
+    runs = family.sandbox.run_many([Job(problems[i].reference, stdin) for i, stdin in chosen.items()])
+    computed = dict(zip(chosen, runs))
     out = []
-    for p, stdin, r in zip(problems, chosen, results):
-        if not r.ok:
-            raise ValueError(f"the reference of {p.key} failed on input {stdin.strip()!r}: {r.verdict.value}")
-        out.append(Demonstration(unit_test_chat(_task_text(p.statement)), writer_target(stdin, r.stdout)))
+    for i, p in enumerate(problems):
+        if i in copied:
+            stdin, stdout = copied[i]
+        else:
+            r = computed[i]
+            if not r.ok:
+                raise ValueError(f"the reference of {p.key} failed on input {chosen[i].strip()!r}: {r.verdict.value}")
+            stdin, stdout = chosen[i], r.stdout
+        out.append(Demonstration(unit_test_chat(_task_text(p.statement)), writer_target(stdin, stdout)))
     return out
 
 
@@ -121,7 +145,8 @@ def run_writer_sft(family: CodeFamily, fam_cfg: FamilyConfig, sft: JudgeSFTConfi
                    progress: Callable[[str, float], None] | None = None) -> WriterSFTResult:
     """The whole cold start of a tiny writer; saves it to ``out_dir`` (a Hugging Face directory).
 
-    ``sft.episodes`` training problems, ``sft.steps`` optimizer steps, accuracy on
+    ``sft.episodes`` training problems (a share ``sft.copy_share`` of them copying a shown example),
+    ``sft.steps`` optimizer steps, accuracy on
     ``sft.eval_episodes`` held-out problems × ``votes`` tests (``label_noise`` and ``expert_prob``
     are the step judge's and unused here).
 
@@ -132,7 +157,7 @@ def run_writer_sft(family: CodeFamily, fam_cfg: FamilyConfig, sft: JudgeSFTConfi
     rng = random.Random(seed)
     train_specs = disjoint_specs(family, fam_cfg.knobs, sft.episodes, TRAIN_SEED_BASE, excluded)
     eval_specs = disjoint_specs(family, fam_cfg.knobs, sft.eval_episodes, EVAL_SEED_BASE, excluded)
-    examples = writer_examples(family, train_specs, rng)
+    examples = writer_examples(family, train_specs, rng, copy_share=sft.copy_share)
     generator = HFGenerator(str(build_tiny_for(examples, out_dir, tiny, seed)))
     before = writer_accuracy(generator, family, eval_specs, votes, temperature, max_new_tokens, seed)
     if progress:

@@ -24,6 +24,9 @@ class JudgeSFTConfig(SFTConfig):
         0.5, ge=0, le=1, description="Chance that a played step follows the oracle plan (else a random action).")
     label_noise: float = Field(
         0.3, ge=0, le=0.5, description="Chance that a training label is flipped, so the judge starts imperfect.")
+    copy_share: float = Field(
+        0.0, ge=0, le=1, description="reward.kind unit_tests only: share of the writer's cold-start tests that copy one "
+                                     "of the statement's shown examples instead of a new input's output (docs/coding.md).")
 
 
 class RewardServiceConfig(ServiceConfig):
