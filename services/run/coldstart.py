@@ -18,11 +18,12 @@ from pathlib import Path
 
 from services.common.build_once import build_once
 from services.common.config import FamilyConfig, LoraSettings, RunConfig
-from services.env.families.base import TaskFamily
+from services.common.config.policy import PolicySFTConfig
+from services.env.families.base import TaskFamily, TaskSpec
 from services.reward.judge_prompt import PROMPT_FORMAT
 
 __all__ = ["coldstart_policy", "coldstart_judge", "coldstart_writer", "config_hash", "coldstart_errors", "policy_needs_coldstart",
-           "policy_coldstart_dir", "sft_lora", "held_out_keys"]
+           "policy_coldstart_dir", "sft_lora", "held_out_keys", "train_keys"]
 
 
 def config_hash(*parts: object) -> str:
@@ -67,9 +68,45 @@ def held_out_keys(config: RunConfig, family: TaskFamily) -> frozenset[str]:
     return eval_keys({family.name: family}, eval_specs(_eval_families(config, family.name), config.seed))
 
 
+def train_keys(config: RunConfig, family: TaskFamily) -> frozenset[str]:
+    """The instance keys of the run's seeded train slots of ``family`` (each slot's task as the pool
+    draws it at the start: redrawn off the held-out and OOD instances, `disjoint_instance`).
+
+    Raises:
+        EvalInstanceError: a slot's redraws all gave held-out or OOD instances.
+    """
+    from services.env.disjoint import disjoint_instance, seed_splits, slot_seed
+
+    excluded = held_out_keys(config, family)
+    keys = set()
+    for cfg in config.env.families:
+        if cfg.type != family.name:
+            continue
+        for split, count, knobs in seed_splits(cfg):
+            if split == "train":
+                for i in range(count):
+                    spec, _ = disjoint_instance(family, TaskSpec(cfg.type, knobs, slot_seed(config.seed, "train", i)),
+                                                excluded)
+                    keys.add(family.instance_key(spec))
+    return frozenset(keys)
+
+
+def _coldstart_excluded(config: RunConfig, family: TaskFamily) -> frozenset[str]:
+    """What the policy's cold start skips: the held-out and OOD instances, and with
+    ``policy.sft.skip_train_tasks`` the seeded train slots' too."""
+    held = held_out_keys(config, family)
+    return held | train_keys(config, family) if config.policy.sft.skip_train_tasks else held
+
+
 _PRETRAINED_ONLY = {"source", "lora_rank"}
 """`policy.sft` fields that only a pretrained source uses: left out of the tiny model's key, so its cache
 entries stay those of the configs written before these fields existed."""
+
+
+def _unset(sft: PolicySFTConfig) -> set[str]:
+    """`policy.sft` switches left at their default: out of the key, so cache entries stay those of the
+    configs written before the switch existed."""
+    return set() if sft.skip_train_tasks else {"skip_train_tasks"}
 
 
 def coldstart_errors(config: RunConfig) -> list[str]:
@@ -122,11 +159,12 @@ def policy_coldstart_dir(config: RunConfig) -> Path:
     pcfg = config.policy
     fam_cfg = config.env.families[0]
     if not pcfg.sft.source:
-        key = config_hash(_family_key(fam_cfg), pcfg.sft.model_dump(mode="json", exclude=_PRETRAINED_ONLY),
+        key = config_hash(_family_key(fam_cfg), pcfg.sft.model_dump(mode="json", exclude=_PRETRAINED_ONLY | _unset(pcfg.sft)),
                           pcfg.model.tiny, pcfg.rollout.history_steps, *_held_out_part(config))
         return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
     targets = pcfg.ppo.lora.target_modules if pcfg.sft.lora_rank else []
-    key = config_hash(_family_key(fam_cfg), pcfg.sft, targets, pcfg.rollout.history_steps, *_held_out_part(config))
+    key = config_hash(_family_key(fam_cfg), pcfg.sft.model_dump(mode="json", exclude=_unset(pcfg.sft)), targets,
+                      pcfg.rollout.history_steps, *_held_out_part(config))
     return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{_slug(pcfg.sft.source)}-{key}"
 
 
@@ -166,7 +204,7 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
             result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny,
                              tmp, pcfg.rollout.history_steps, seed=0, source=pcfg.sft.source, lora=sft_lora(config),
                              cache_dir=pcfg.model.cache_dir, eval_tokens=config.env.scheduler.max_new_tokens,
-                             excluded=held_out_keys(config, family))
+                             excluded=_coldstart_excluded(config, family))
         finally:
             family.close()  # the code family's sandbox workers
         log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "

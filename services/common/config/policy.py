@@ -47,6 +47,9 @@ class PolicySFTConfig(SFTConfig):
         0, ge=0, le=1024, description="SFT of a pretrained source: 0 = full fine-tune; > 0 = LoRA adapters of this "
                                       "rank (alpha = 2·rank, ppo.lora's target modules) merged into the weights "
                                       "before saving, so the cold start is a full model either way.")
+    skip_train_tasks: bool = Field(
+        False, description="The cold start also skips the instances of the run's seeded train slots (it always skips "
+                           "the held-out and OOD ones), so RL starts on tasks new to the policy (docs/coding.md).")
 
 
 class PolicyServiceConfig(ServiceConfig):

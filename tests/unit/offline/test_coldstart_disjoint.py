@@ -30,3 +30,22 @@ def test_demonstrations_play_no_excluded_map_and_as_many_tasks() -> None:
         d.response for s in specs for d in expert_demonstrations(FAMILY, s, 0)]
     held = {k.removeprefix("gym_text:") for k in excluded}
     assert held <= _maps(plain) and not held & _maps(kept)
+
+
+def test_skip_train_tasks_adds_exactly_the_seeded_train_slots_to_what_the_cold_start_skips() -> None:
+    from services.common.config import RunConfig
+    from services.env.disjoint import disjoint_instance, slot_seed
+    from services.env.families.code_family import CodeFamily
+    from services.run.coldstart import _coldstart_excluded, held_out_keys, policy_coldstart_dir, train_keys
+
+    family = CodeFamily()  # instance keys need no sandbox
+    fam = {"type": "code", "knobs": {"ops": 1, "examples": 2, "max_constant": 99}, "train_slots": 12,
+           "heldout_slots": 8, "ood_knobs": {"ops": 2}, "ood_slots": 4}
+    plain = RunConfig.model_validate({"seed": 3, "env": {"families": [fam]}})
+    skip = RunConfig.model_validate({"seed": 3, "env": {"families": [fam]}, "policy": {"sft": {"skip_train_tasks": True}}})
+    held, train = held_out_keys(plain, family), train_keys(plain, family)
+    pool_draws = {family.instance_key(disjoint_instance(family, TaskSpec("code", {"ops": 1.0, "examples": 2.0,
+                  "max_constant": 99.0}, slot_seed(3, "train", i)), held)[0]) for i in range(12)}
+    assert train == pool_draws and 8 <= len(train) <= 12 and not train & held
+    assert _coldstart_excluded(plain, family) == held and _coldstart_excluded(skip, family) == held | train
+    assert policy_coldstart_dir(plain) != policy_coldstart_dir(skip)  # never the other's cached model
