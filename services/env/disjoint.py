@@ -25,7 +25,7 @@ from services.common.seeding import derive_seed
 from services.env.families.base import TaskFamily, TaskSpec, rollout_instance
 
 __all__ = ["SPLIT_OFFSETS", "MAX_REDRAWS", "EvalInstanceError", "slot_seed", "seed_splits", "eval_specs", "eval_keys",
-           "keys_digest", "redraw_seed", "disjoint_instance", "train_instance", "eval_clash", "disjoint_specs",
+           "keys_digest", "redraw_seed", "disjoint_instance", "train_slot_spec", "train_instance", "eval_clash", "disjoint_specs",
            "round_overlap"]
 
 SPLIT_OFFSETS: dict[str, int] = {"train": 0, "heldout": 1_000_000, "ood": 2_000_000}
@@ -88,6 +88,18 @@ def keys_digest(keys: Iterable[str]) -> str:
 def redraw_seed(seed: int, attempt: int) -> int:
     """The task seed of redraw ``attempt`` (≥ 1) of a task first drawn with ``seed``, in [0, 2**31)."""
     return derive_seed("disjoint", int(seed), int(attempt)) % 2**31
+
+
+def train_slot_spec(family: TaskFamily, family_type: str, knobs: dict[str, float], base_seed: int, index: int,
+                    excluded: frozenset[str]) -> tuple[TaskSpec, int]:
+    """The task of seeded train slot ``index`` of a family configured as ``family_type`` as the pool first draws it (`slot_seed`, then
+    `disjoint_instance` off ``excluded``), and how many redraws that took; the cold start skips
+    the same tasks with ``policy.sft.skip_train_tasks``.
+
+    Raises:
+        EvalInstanceError: every redraw gave an excluded instance.
+    """
+    return disjoint_instance(family, TaskSpec(family_type, dict(knobs), slot_seed(base_seed, "train", index)), excluded)
 
 
 def disjoint_instance(family: TaskFamily, spec: TaskSpec, excluded: frozenset[str],

@@ -15,7 +15,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 from services.common.config import EnvServiceConfig
 from services.common.errors import InvalidArgumentError, NotFoundError
 from services.common.kv import ProtoBucket
-from services.env.disjoint import EvalInstanceError, disjoint_instance, eval_keys, eval_specs, seed_splits, slot_seed
+from services.env.disjoint import EvalInstanceError, eval_keys, eval_specs, seed_splits, slot_seed, train_slot_spec
 from services.env.families.base import TaskFamily, TaskSpec
 from services.env.slots import find_version, resolve_pending, with_pending
 
@@ -102,8 +102,8 @@ class TaskPool:
                     spec = TaskSpec(fam_cfg.type, knobs, slot_seed(base_seed, split, i))
                     if split == "train":
                         try:
-                            spec, redraws = await asyncio.to_thread(disjoint_instance, self.family(fam_cfg.type),
-                                                                    spec, self.held_out)
+                            spec, redraws = await asyncio.to_thread(train_slot_spec, self.family(fam_cfg.type), fam_cfg.type,
+                                                                    knobs, base_seed, i, self.held_out)
                         except EvalInstanceError as exc:
                             raise InvalidArgumentError(f"env.families[{index}] train slot {slot_id}: {exc}") from None
                         redrawn += redraws > 0

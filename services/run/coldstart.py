@@ -19,7 +19,7 @@ from pathlib import Path
 from services.common.build_once import build_once
 from services.common.config import FamilyConfig, LoraSettings, RunConfig
 from services.common.config.policy import PolicySFTConfig
-from services.env.families.base import TaskFamily, TaskSpec
+from services.env.families.base import TaskFamily
 from services.reward.judge_prompt import PROMPT_FORMAT
 
 __all__ = ["coldstart_policy", "coldstart_judge", "coldstart_writer", "config_hash", "coldstart_errors", "policy_needs_coldstart",
@@ -68,34 +68,25 @@ def held_out_keys(config: RunConfig, family: TaskFamily) -> frozenset[str]:
     return eval_keys({family.name: family}, eval_specs(_eval_families(config, family.name), config.seed))
 
 
-def train_keys(config: RunConfig, family: TaskFamily) -> frozenset[str]:
-    """The instance keys of the run's seeded train slots of ``family`` (each slot's task as the pool
-    draws it at the start: redrawn off the held-out and OOD instances, `disjoint_instance`).
+def train_keys(config: RunConfig, family: TaskFamily, held_out: frozenset[str]) -> frozenset[str]:
+    """The instance keys of the run's seeded train slots of ``family``, each as the pool first draws
+    it off the ``held_out`` instances (`held_out_keys`; `disjoint.train_slot_spec`).
 
     Raises:
         EvalInstanceError: a slot's redraws all gave held-out or OOD instances.
     """
-    from services.env.disjoint import disjoint_instance, seed_splits, slot_seed
+    from services.env.disjoint import seed_splits, train_slot_spec
 
-    excluded = held_out_keys(config, family)
-    keys = set()
-    for cfg in config.env.families:
-        if cfg.type != family.name:
-            continue
-        for split, count, knobs in seed_splits(cfg):
-            if split == "train":
-                for i in range(count):
-                    spec, _ = disjoint_instance(family, TaskSpec(cfg.type, knobs, slot_seed(config.seed, "train", i)),
-                                                excluded)
-                    keys.add(family.instance_key(spec))
-    return frozenset(keys)
+    return frozenset(family.instance_key(train_slot_spec(family, cfg.type, knobs, config.seed, i, held_out)[0])
+                     for cfg in config.env.families if cfg.type == family.name
+                     for split, count, knobs in seed_splits(cfg) if split == "train" for i in range(count))
 
 
 def _coldstart_excluded(config: RunConfig, family: TaskFamily) -> frozenset[str]:
     """What the policy's cold start skips: the held-out and OOD instances, and with
     ``policy.sft.skip_train_tasks`` the seeded train slots' too."""
     held = held_out_keys(config, family)
-    return held | train_keys(config, family) if config.policy.sft.skip_train_tasks else held
+    return held | train_keys(config, family, held) if config.policy.sft.skip_train_tasks else held
 
 
 _PRETRAINED_ONLY = {"source", "lora_rank"}

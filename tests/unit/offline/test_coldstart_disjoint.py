@@ -43,7 +43,8 @@ def test_skip_train_tasks_adds_exactly_the_seeded_train_slots_to_what_the_cold_s
            "heldout_slots": 8, "ood_knobs": {"ops": 2}, "ood_slots": 4}
     plain = RunConfig.model_validate({"seed": 3, "env": {"families": [fam]}})
     skip = RunConfig.model_validate({"seed": 3, "env": {"families": [fam]}, "policy": {"sft": {"skip_train_tasks": True}}})
-    held, train = held_out_keys(plain, family), train_keys(plain, family)
+    held = held_out_keys(plain, family)
+    train = train_keys(plain, family, held)
     pool_draws = {family.instance_key(disjoint_instance(family, TaskSpec("code", {"ops": 1.0, "examples": 2.0,
                   "max_constant": 99.0}, slot_seed(3, "train", i)), held)[0]) for i in range(12)}
     assert train == pool_draws and 8 <= len(train) <= 12 and not train & held
