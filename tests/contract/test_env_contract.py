@@ -80,8 +80,9 @@ def environment(request: pytest.FixtureRequest, contract_nats: NatsServer, contr
             pytest.skip(f"the {request.param} family's sandbox needs root")
         section["sandbox"] = {"workers": 1, "timeout_s": 2.0}
     proc = _start("env", section, contract_nats, contract_dir)  # the families share one pool bucket
-    if request.param in ("web", "codeio"):  # its pool seeds after SERVING (pages in a browser, tests built)
-        wait_for_tasks(proc.address, request.param)
+    # every family's pool seeds in the background after SERVING (web: pages in a browser, codeio: tests
+    # built, the others in well under a second, which a busy machine can still stretch past the first ask)
+    wait_for_tasks(proc.address, request.param)
     yield proc.address
     _stop(proc)
     if server is not None:
