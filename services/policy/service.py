@@ -150,3 +150,6 @@ class PolicyService(Service):
         if self.serves:
             self.http.should_exit = True
             await self.env.aclose()
+        # the process ends with os._exit (no interpreter finalizers): a backend's own processes are
+        # stopped here or never (vLLM's engine core outlived a stopped server: bench/streaming.md)
+        await asyncio.to_thread(self.generator.close)

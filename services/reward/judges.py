@@ -78,6 +78,10 @@ class Judge(ABC):
         """Vote with checkpoint ``path`` as ``version`` from the next call on (default: no weights)."""
         self.model_version = version
 
+    def close(self) -> None:
+        """Free the judge's backend (`Generator.close`); called once when the reward service stops.
+        Default: nothing to free."""
+
 
 class LLMJudge(Judge):
     """A generative judge over any `Generator` (hf, vllm, or an OpenAI-compatible server)."""
@@ -93,6 +97,9 @@ class LLMJudge(Judge):
 
     def load_version(self, path: str, version: int) -> None:
         self.generator.load_version(path, version)
+
+    def close(self) -> None:
+        self.generator.close()
 
     def judge(self, steps: Sequence[StepToJudge], votes: int, temperature: float) -> list[StepJudgement]:
         s = self.settings

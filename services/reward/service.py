@@ -106,6 +106,8 @@ class RewardService(Service):
 
     async def on_stop(self) -> None:
         await stop_followers(self.learner)
+        if self.judge is not None:  # the process ends with os._exit: a vLLM engine core is stopped here or never
+            await asyncio.to_thread(self.judge.close)
 
     def grpc_services(self) -> list[tuple[str, Callable[[grpc.aio.Server], None]]]:
         if self.judge is None:

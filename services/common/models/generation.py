@@ -130,6 +130,10 @@ class Generator(ABC):
         """Serve checkpoint ``path`` as ``version`` from the next call on (default: no weights)."""
         self.model_version = version
 
+    def close(self) -> None:
+        """Free what the backend holds outside this process's memory (vLLM: its engine-core process);
+        called once when the serving service stops. Default: nothing to free."""
+
     def generate_stream(self, chat: Chat, sampling: Sampling, on_token: OnToken,
                         cancel: threading.Event | None = None, seed: int | None = None,
                         logprobs: bool = True) -> Completion:
