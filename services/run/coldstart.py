@@ -89,6 +89,16 @@ def _coldstart_excluded(config: RunConfig, family: TaskFamily) -> frozenset[str]
     return held | train_keys(config, family, held) if config.policy.sft.skip_train_tasks else held
 
 
+def _skipped_train_part(config: RunConfig) -> list[dict]:
+    """With ``policy.sft.skip_train_tasks``, what picks the skipped train slots, for the cache key: every
+    entry of the cold start's family type (knobs, train slot count) and the seed. Empty without it."""
+    if not config.policy.sft.skip_train_tasks:
+        return []
+    kind = config.env.families[0].type
+    return [{"skipped_train": [f.model_dump(mode="json", include={"knobs", "train_slots"})
+                               for f in config.env.families if f.type == kind], "seed": config.seed}]
+
+
 _PRETRAINED_ONLY = {"source", "lora_rank"}
 """`policy.sft` fields that only a pretrained source uses: left out of the tiny model's key, so its cache
 entries stay those of the configs written before these fields existed."""
@@ -146,16 +156,18 @@ def policy_coldstart_dir(config: RunConfig) -> Path:
     hash of what the model depends on (family knobs, SFT settings with the source and LoRA rank, the
     prompt's history, the tiny model's shape or the SFT adapters' target modules) and, when the family
     has held-out or OOD slots, those slots and the seed: its demonstrations skip that seed's
-    evaluation instances (`_held_out_part`)."""
+    evaluation instances (`_held_out_part`); with ``policy.sft.skip_train_tasks`` also the train slots
+    that pick the skipped train instances (`_skipped_train_part`)."""
     pcfg = config.policy
     fam_cfg = config.env.families[0]
     if not pcfg.sft.source:
         key = config_hash(_family_key(fam_cfg), pcfg.sft.model_dump(mode="json", exclude=_PRETRAINED_ONLY | _unset(pcfg.sft)),
-                          pcfg.model.tiny, pcfg.rollout.history_steps, *_held_out_part(config))
+                          pcfg.model.tiny, pcfg.rollout.history_steps, *_held_out_part(config),
+                          *_skipped_train_part(config))
         return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{key}"
     targets = pcfg.ppo.lora.target_modules if pcfg.sft.lora_rank else []
     key = config_hash(_family_key(fam_cfg), pcfg.sft.model_dump(mode="json", exclude=_unset(pcfg.sft)), targets,
-                      pcfg.rollout.history_steps, *_held_out_part(config))
+                      pcfg.rollout.history_steps, *_held_out_part(config), *_skipped_train_part(config))
     return Path(config.launcher.coldstart_dir) / f"policy-{fam_cfg.type}-{_slug(pcfg.sft.source)}-{key}"
 
 

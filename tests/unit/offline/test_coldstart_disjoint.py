@@ -50,3 +50,18 @@ def test_skip_train_tasks_adds_exactly_the_seeded_train_slots_to_what_the_cold_s
     assert train == pool_draws and 8 <= len(train) <= 12 and not train & held
     assert _coldstart_excluded(plain, family) == held and _coldstart_excluded(skip, family) == held | train
     assert policy_coldstart_dir(plain) != policy_coldstart_dir(skip)  # never the other's cached model
+
+
+def test_the_cold_start_that_skips_train_tasks_is_cached_per_train_slot_count() -> None:
+    """Skipping the train slots' instances makes the number of train slots part of what the cold start
+    learns from; without the switch the pool's size stays out of the key (one cold start shared)."""
+    from services.common.config import RunConfig
+    from services.run.coldstart import policy_coldstart_dir
+
+    def cold_dir(train_slots: int, skip: bool):
+        fam = {"type": "code", "knobs": {"ops": 1, "examples": 2}, "train_slots": train_slots, "heldout_slots": 8}
+        return policy_coldstart_dir(RunConfig.model_validate(
+            {"env": {"families": [fam]}, "policy": {"sft": {"skip_train_tasks": skip}}}))
+
+    assert cold_dir(32, skip=True) != cold_dir(128, skip=True)
+    assert cold_dir(32, skip=False) == cold_dir(128, skip=False)
