@@ -23,7 +23,7 @@ from services.common.config.sandbox import SandboxConfig
 from services.common.errors import InvalidArgumentError
 from services.common.sandbox import Job, RunResult, Sandbox, outputs_match
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
-from services.env.families.code_problems import MAX_CONSTANT, TASK_TEXT, CodeProblem, extract_program, make_problem
+from services.env.families.code_problems import MAX_CONSTANT, MAX_FACTOR, TASK_TEXT, CodeProblem, extract_program, make_problem
 
 __all__ = ["CodeFamily", "CodeEpisode", "passes_test", "WRITTEN_BIT", "written_seed", "is_written"]
 
@@ -101,6 +101,8 @@ class CodeFamily(TaskFamily):
              description="Input/output examples shown in the statement (same function)."),
         Knob("max_constant", 1, 99, 10, default=MAX_CONSTANT,
              description="Largest constant of an add/subtract step (how many distinct functions there are)."),
+        Knob("max_factor", 2, 99, 10, default=MAX_FACTOR,
+             description="Largest constant of a multiply step (2 up to it; how many distinct functions there are)."),
     )
 
     def __init__(self, sandbox: SandboxConfig | None = None) -> None:
@@ -156,7 +158,8 @@ class CodeFamily(TaskFamily):
                 raise InvalidArgumentError(f"code: written problem with seed {spec.seed} is not loaded in this process")
             return problem
         return make_problem(int(spec.knobs["ops"]), int(spec.knobs.get("examples", 2)), spec.seed,
-                            int(spec.knobs.get("max_constant", MAX_CONSTANT)))
+                            int(spec.knobs.get("max_constant", MAX_CONSTANT)),
+                            int(spec.knobs.get("max_factor", MAX_FACTOR)))
 
     def instance_key(self, spec: TaskSpec) -> str:
         """``code:<a>*x<+b>``: the function a procedural problem asks for (other seeds, step chains or
@@ -175,8 +178,8 @@ class CodeFamily(TaskFamily):
         return CodeEpisode(self.problem(spec), self.run_tests)
 
     def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
-        """``ops``, then ``examples``: the parametric proposer never moves ``max_constant`` (the size of
-        the function set, not a difficulty the plan length measures)."""
+        """``ops``, then ``examples``: the parametric proposer never moves ``max_constant`` or
+        ``max_factor`` (the size of the function set, not a difficulty the plan length measures)."""
         return ["ops", "examples"]
 
     def oracle_plan_length(self, spec: TaskSpec) -> int | None:

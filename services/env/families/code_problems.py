@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from services.common.errors import InvalidArgumentError
 from services.common.unit_tests import extract_program
 
-__all__ = ["Step", "CodeProblem", "TESTS", "INPUT_RANGE", "TASK_TEXT", "MAX_CONSTANT", "draw_steps", "apply_steps", "render_steps",
+__all__ = ["Step", "CodeProblem", "TESTS", "INPUT_RANGE", "TASK_TEXT", "MAX_CONSTANT", "MAX_FACTOR", "draw_steps", "apply_steps", "render_steps",
            "reference_program", "function_key", "make_problem", "extract_program"]
 
 TESTS = 8
@@ -29,7 +29,8 @@ INPUT_RANGE = (-99, 99)
 TASK_TEXT = "Write a Python 3 program that reads its input from standard input and prints its answer."
 MAX_CONSTANT = 9
 """Default largest constant of an ``add``/``subtract`` step (knob ``max_constant``)."""
-_MUL = range(2, 6)
+MAX_FACTOR = 5
+"""Default largest constant of a ``multiply`` step (knob ``max_factor``; the smallest is 2)."""
 
 
 @dataclass(frozen=True)
@@ -52,20 +53,24 @@ class CodeProblem:
     """What makes two problems the same instance (`function_key` for procedural problems)."""
 
 
-def draw_steps(ops: int, rng: random.Random, max_constant: int = MAX_CONSTANT) -> list[Step]:
-    """``ops`` random steps (add 1..``max_constant``, subtract 1..``max_constant``, multiply by 2-5).
+def draw_steps(ops: int, rng: random.Random, max_constant: int = MAX_CONSTANT,
+               max_factor: int = MAX_FACTOR) -> list[Step]:
+    """``ops`` random steps (add 1..``max_constant``, subtract 1..``max_constant``, multiply by
+    2..``max_factor``), each of the three kinds equally likely.
 
     Raises:
-        InvalidArgumentError: ``ops`` < 1 or ``max_constant`` < 1.
+        InvalidArgumentError: ``ops`` < 1, ``max_constant`` < 1 or ``max_factor`` < 2.
     """
     if ops < 1:
         raise InvalidArgumentError(f"code: knob ops={ops} must be at least 1")
     if max_constant < 1:
         raise InvalidArgumentError(f"code: knob max_constant={max_constant} must be at least 1")
+    if max_factor < 2:
+        raise InvalidArgumentError(f"code: knob max_factor={max_factor} must be at least 2")
     steps = []
     for _ in range(ops):
         op = rng.choice(("add", "sub", "mul"))
-        steps.append(Step(op, rng.choice(_MUL if op == "mul" else range(1, max_constant + 1))))
+        steps.append(Step(op, rng.choice(range(2, max_factor + 1) if op == "mul" else range(1, max_constant + 1))))
     return steps
 
 
@@ -100,18 +105,19 @@ def function_key(steps: list[Step]) -> str:
     return f"{apply_steps(steps, 1) - b}*x{b:+d}"
 
 
-def make_problem(ops: int, examples: int, seed: int, max_constant: int = MAX_CONSTANT) -> CodeProblem:
+def make_problem(ops: int, examples: int, seed: int, max_constant: int = MAX_CONSTANT,
+                 max_factor: int = MAX_FACTOR) -> CodeProblem:
     """The procedural problem of a task seed: its chain (add/subtract constants up to
-    ``max_constant``), ``examples`` shown input/output pairs and `TESTS` hidden ground-truth tests on
+    ``max_constant``, factors up to ``max_factor``), ``examples`` shown input/output pairs and `TESTS` hidden ground-truth tests on
     other inputs, all drawn from ``seed``.
 
     Raises:
-        InvalidArgumentError: ``ops`` < 1, ``examples`` < 0 or ``max_constant`` < 1.
+        InvalidArgumentError: ``ops`` < 1, ``examples`` < 0, ``max_constant`` < 1 or ``max_factor`` < 2.
     """
     if examples < 0:
         raise InvalidArgumentError(f"code: knob examples={examples} must be at least 0")
     rng = random.Random(f"code-{seed}")
-    steps = draw_steps(ops, rng, max_constant)
+    steps = draw_steps(ops, rng, max_constant, max_factor)
     inputs = rng.sample(range(INPUT_RANGE[0], INPUT_RANGE[1] + 1), examples + TESTS)
     shown = "".join(f"\ninput {x} -> output {apply_steps(steps, x)}" for x in inputs[:examples])
     statement = ("Read one integer x from standard input and print one integer: the result of these steps "

@@ -58,6 +58,18 @@ def test_max_constant_widens_the_add_and_subtract_constants_and_keeps_the_defaul
     assert all(abs(int(k.split("x")[1])) <= 9 for k in narrow)
 
 
+def test_max_factor_widens_the_multipliers_and_keeps_the_default_draws():
+    assert make_problem(1, 2, seed=3) == make_problem(1, 2, seed=3, max_factor=5)  # the default: 2-5
+    def factors(**knobs):  # the a of every a*x+b drawn, less the add/subtract steps' a = 1
+        return {int(make_problem(1, 0, seed, **knobs).key.split("*")[0]) for seed in range(900)} - {1}
+
+    assert factors() == {2, 3, 4, 5}
+    wide = factors(max_constant=99, max_factor=99)
+    assert len(wide) > 60 and max(wide) > 90 and min(wide) == 2  # multiply by 2-99: as many as add/subtract
+    with pytest.raises(InvalidArgumentError, match="max_factor=1"):
+        make_problem(1, 2, seed=1, max_factor=1)
+
+
 @pytest.mark.parametrize(("ops", "examples", "constant", "field"),
                          [(0, 2, 9, "ops=0"), (2, -1, 9, "examples=-1"), (1, 2, 0, "max_constant=0")])
 def test_bad_knobs_are_refused_naming_the_knob(ops, examples, constant, field):
