@@ -75,6 +75,7 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     nats.errors.OutboundBufferLimitError,
     nats.errors.NoServersError,
     ServiceUnavailableError,  # 503: in a cluster, a stream or consumer electing a new leader after a node was lost
+    nats.js.errors.NoStreamResponseError,  # a publish while the stream has no leader (a cluster node was lost)
 )
 """What a NATS call raises while the server is slow, hung or away (or, in a cluster, while a stream
 elects a new leader): a periodic task retries these (the link watch decides when the process gives
