@@ -168,7 +168,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     nats and the train success from 0.56 to 0.14. The check costs one forward pass over the
     minibatch per step; the undo inverts the AdamW step from the gradients it used
     (`adamw_undo.undo_adamw_step`), with no copy of weights or optimizer state, so ``optimizer``
-    must be `torch.optim.AdamW` when ``cfg.max_kl`` is set.
+    must be `torch.optim.AdamW` when ``cfg.max_kl`` is set. With ``cfg.backtrack_steps`` such a step
+    is first retried with a shorter length (TRPO's backtracking line search): the update goes on
+    with the first length inside the region, and a step is undone only if none was.
 
     ``cfg.micro_batch_tokens`` bounds the tokens of one forward/backward pass: each minibatch (and
     each no-grad pass: π_old, the reference, the KL check) is cut into micro-batches under it and
@@ -195,7 +197,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
 
     Metrics: loss, kl, clip_fraction (means over the steps taken), ref_kl (last step's KL to the
     reference), kl_max (largest minibatch KL seen, including the one that stopped the update),
-    optimizer_steps (taken), early_stopped (0/1), reverted_steps (0/1), lr, samples (kept, counted
+    optimizer_steps (taken), early_stopped (0/1), reverted_steps (0/1), backtracks (retries of a
+    step at a shorter length), lr, samples (kept, counted
     before merging), distinct_samples (rows trained), dropped (too long), logprob_mismatch (mean
     |recomputed − behaviour| over response tokens; NaN when unknown), response_tokens (mean per
     sample).
@@ -291,12 +294,8 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch
     for group in optimizer.param_groups:
         group["lr"] = lr
     optimizer.step()
-    if cfg.max_kl:
-        kl_after = _batch_kl(model, batch, chunk, recomputed_BL, cfg)
-        metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
-        if kl_after > cfg.max_kl:  # this one step left the trust region: undo it and stop
-            undo_adamw_step(optimizer)
-            return "reverted"
+    if cfg.max_kl and not _inside_trust_region(model, optimizer, batch, chunk, recomputed_BL, cfg, metrics):
+        return "reverted"
     metrics["ppo/loss"] += done.loss
     metrics["ppo/kl"] += done.kl
     metrics["ppo/clip_fraction"] += done.clip_fraction
@@ -304,10 +303,36 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch
     return "taken"
 
 
+def _inside_trust_region(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, chunk: Tensor,
+                         start_BL: Tensor, cfg: PPOConfig, metrics: dict[str, float]) -> bool:
+    """After a step: True if the minibatch's KL to the update's starting weights is within ``cfg.max_kl``.
+    Otherwise the step is undone and retried up to ``cfg.backtrack_steps`` times with the lr times
+    ``cfg.backtrack_ratio`` each (the same gradients and moments: only the step length shrinks) —
+    the backtracking line search of TRPO (Schulman et al. 2015, appendix C) on the KL constraint.
+    False when no length was inside (the step is then undone). Counts ``ppo/backtracks``."""
+    lr0 = optimizer.param_groups[0]["lr"]
+    for retry in range(cfg.backtrack_steps + 1):
+        kl_after = _batch_kl(model, batch, chunk, start_BL, cfg)
+        metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
+        if kl_after <= cfg.max_kl:
+            return True
+        undo_adamw_step(optimizer)  # with the lr the step used
+        if retry == cfg.backtrack_steps:
+            break
+        metrics["ppo/backtracks"] = metrics.get("ppo/backtracks", 0.0) + 1
+        for group in optimizer.param_groups:
+            group["lr"] = lr0 * cfg.backtrack_ratio ** (retry + 1)
+        optimizer.step()
+    for group in optimizer.param_groups:
+        group["lr"] = lr0
+    return False
+
+
 def _summarise(metrics: dict[str, float], optimizer: torch.optim.Optimizer, taken: int, stopped: bool,
                reverted: int) -> None:
     """Phase 5: means over the steps taken, and the update's counts."""
     metrics["ppo/reverted_steps"] = float(reverted)
+    metrics.setdefault("ppo/backtracks", 0.0)
     for key in ("ppo/loss", "ppo/kl", "ppo/clip_fraction"):
         metrics[key] /= max(1, taken)
     metrics["ppo/optimizer_steps"] = float(taken)

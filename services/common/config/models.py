@@ -96,6 +96,11 @@ class PPOConfig(StrictModel):
     max_kl: float = Field(
         0.0, ge=0, description="Trust region: stop the update before a minibatch whose KL(π_old‖π_θ) exceeds this, "
                                "and undo a step that takes its minibatch above it (0 = off, the paper).")
+    backtrack_steps: int = Field(
+        0, ge=0, le=16, description="With max_kl: a step that leaves the trust region is retried this many times, "
+                                    "each with the lr times backtrack_ratio (TRPO's backtracking line search), "
+                                    "before it is undone (0 = undo at once).")
+    backtrack_ratio: float = Field(0.5, gt=0, lt=1, description="The lr factor of each backtracking retry.")
     grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")
     merge_duplicates: bool = Field(
         True, description="Train identical (prompt, response) samples with same-sign advantages once, weighted by "

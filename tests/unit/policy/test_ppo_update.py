@@ -71,6 +71,38 @@ def test_a_step_that_leaves_the_trust_region_is_undone() -> None:
     assert all(int(state["step"]) == 0 for state in optimizer.state.values())  # the optimizer forgot the step too
 
 
+def test_backtracking_shrinks_a_step_that_leaves_the_trust_region_until_it_is_inside() -> None:
+    samples, max_kl = _samples(), 1e-3
+    model = _model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.5)
+    cfg = PPOConfig(optimizer_steps=1, lr=0.5, max_kl=max_kl, backtrack_steps=12, backtrack_ratio=0.5)
+    metrics = ppo_update(model, optimizer, samples, cfg, pad_id=0)
+    tries = int(metrics["ppo/backtracks"])
+    assert 1 <= tries <= 12  # lr 0.5 alone leaves the region (the test above)
+    assert metrics["ppo/reverted_steps"] == 0.0 and metrics["ppo/optimizer_steps"] == 1.0
+    assert all(int(state["step"]) == 1 for state in optimizer.state.values())  # one step, not 1 + tries
+    # the step kept is the one AdamW takes at lr 0.5 * 0.5**tries from the same start
+    reference = _model()
+    ppo_update(reference, torch.optim.AdamW(reference.parameters(), lr=0.5 * 0.5 ** tries), samples,
+               PPOConfig(optimizer_steps=1, lr=0.5 * 0.5 ** tries), pad_id=0)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
+    start = _model()
+    batch = make_batch(samples, 64, 0)
+    with torch.no_grad():
+        old = token_logprobs(start, batch.input_ids_BL, batch.attention_mask_BL)
+        new = token_logprobs(model, batch.input_ids_BL, batch.attention_mask_BL)
+    d = (new - old) * batch.response_mask_BL
+    kl = float(((torch.exp(-d) - 1 + d) * batch.response_mask_BL).sum(-1).div(batch.response_mask_BL.sum(-1)).mean())
+    assert kl <= max_kl
+    # one retry fewer than needed: the step is undone as without backtracking
+    fewer = _model()
+    metrics = ppo_update(fewer, torch.optim.AdamW(fewer.parameters(), lr=0.5), samples,
+                         PPOConfig(optimizer_steps=1, lr=0.5, max_kl=max_kl, backtrack_steps=tries - 1), pad_id=0)
+    assert metrics["ppo/reverted_steps"] == 1.0 and metrics["ppo/optimizer_steps"] == 0.0
+    assert metrics["ppo/lr"] == 0.5
+
+
 def test_reference_kl_pulls_toward_the_reference_and_is_reported() -> None:
     reference = _model()
     model = _model()
