@@ -18,6 +18,9 @@ from services.common.session_ids import replica_of
 
 __all__ = ["EnvClient", "GrpcEnvClient"]
 
+RECONNECT_BACKOFF_S = 2.0
+"""Most seconds between two attempts to reach an env that is down (a restarted env is found within it)."""
+
 
 class EnvClient(Protocol):
     """The three calls an episode needs."""
@@ -36,12 +39,18 @@ class GrpcEnvClient:
     and Close go to the replica named by the session id (`services.common.session_ids.replica_of`),
     each replica over its own channel, opened on first use and kept; a session id that names no
     replica goes over the Reset channel.
+
+    Reset waits for the env to be reachable (gRPC ``wait_for_ready``, reconnecting at least every
+    `RECONNECT_BACKOFF_S`) up to ``deadline_s`` instead of failing at once with UNAVAILABLE: a rollout job that starts while the env
+    restarts waits for it, where it used to spend its deliveries (5 in about 20 s) and go to
+    the dead-letter stream. Step and Close fail fast: the session lived in the process that is gone.
     """
 
     def __init__(self, address: str, deadline_s: float = DEFAULT_DEADLINE_S,
                  max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.max_message_bytes = max_message_bytes
-        self.channel = aio_channel(address, max_message_bytes, load_balancing="round_robin")
+        self.channel = aio_channel(address, max_message_bytes, load_balancing="round_robin",
+                                   max_reconnect_backoff_s=RECONNECT_BACKOFF_S)
         self.stub = env_pb2_grpc.EnvironmentStub(self.channel)
         self.replicas: dict[str, env_pb2_grpc.EnvironmentStub] = {}
         """Replica ``host:port`` → its stub (its channel is ``self._channels[address]``)."""
@@ -59,7 +68,8 @@ class GrpcEnvClient:
         return self.replicas[address]
 
     async def reset(self, task: TaskRef, seed: int) -> env_pb2.ResetResponse:
-        return await self.stub.Reset(env_pb2.ResetRequest(task=task, seed=seed), timeout=self.deadline_s)
+        return await self.stub.Reset(env_pb2.ResetRequest(task=task, seed=seed), timeout=self.deadline_s,
+                                     wait_for_ready=True)
 
     async def step(self, session_id: str, action: str) -> env_pb2.StepResponse:
         return await self.stub_for(session_id).Step(env_pb2.StepRequest(session_id=session_id, action=action),
