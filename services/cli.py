@@ -132,7 +132,7 @@ def sft(
 
     from services.env.families.registry import build_family
     from services.offline.policy_sft import run_sft
-    from services.run.coldstart import held_out_keys, sft_lora
+    from services.run.coldstart import held_out_keys, sft_lora, sft_target
 
     run_config = _load(config, overrides)
     try:
@@ -145,19 +145,23 @@ def sft(
     family = build_family(fam_cfg, run_config.env.cache_dir, run_config.env.sandbox)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task(f"SFT on {fam_cfg.type}: evaluating before", total=pcfg.sft.steps)
+        task = progress.add_task(f"SFT on {fam_cfg.type}: evaluating before",
+                                 total=pcfg.sft.max_steps if pcfg.sft.target_success else pcfg.sft.steps)
 
         def report(kind: str, value: float) -> None:
             if kind == "before":
                 console.print(f"success before SFT: {value:.3f} on {pcfg.sft.eval_episodes} held-out tasks")
                 progress.update(task, description=f"SFT on {fam_cfg.type}: training")
+            elif kind == "check":
+                console.print(f"success after {progress.tasks[task].completed:.0f} steps: {value:.3f} "
+                              f"(target {pcfg.sft.target_success:g})")
             else:
                 progress.update(task, completed=int(value))
 
         result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny, out, pcfg.rollout.history_steps,
                          run_config.seed, pcfg.sft.source or pcfg.model.source, report,
                          lora=sft_lora(run_config), cache_dir=pcfg.model.cache_dir,
-                         excluded=held_out_keys(run_config, family))
+                         excluded=held_out_keys(run_config, family), **sft_target(pcfg.sft))
     console.print(f"success before: {result.success_before:.3f}  after: {result.success_after:.3f}  "
                   f"({result.demonstrations} expert steps, {result.steps} optimizer steps, {result.seconds:.0f} s)")
     console.print(f"model saved to {result.model_dir}")

@@ -93,9 +93,25 @@ def build_tiny_for(demos: Sequence[Demonstration], out_dir: Path, tiny: TinyMode
     return build_tiny_model(tokenizer, out_dir, tiny.hidden_size, tiny.layers, tiny.heads, seed=seed)
 
 
+def check_points(steps: int, max_steps: int, every: int) -> list[int]:
+    """The step counts after which a cold start with a success target measures success: ``steps``,
+    then every ``every`` steps, and ``max_steps`` (the last, whatever the spacing); pure.
+
+    >>> check_points(250, 300, 20)
+    [250, 270, 290, 300]
+    """
+    return sorted({*range(steps, max_steps, every), max_steps})
+
+
 def supervised_train(generator: HFGenerator, demos: Sequence[Demonstration], cfg: SFTConfig, seed: int = 0,
-                     progress: Callable[[int, float], None] | None = None) -> None:
-    """Cross-entropy on response tokens (answer + end of turn), AdamW, ``cfg.steps`` steps."""
+                     progress: Callable[[int, float], None] | None = None,
+                     until: Callable[[int], bool] | None = None, checks: Sequence[int] = ()) -> int:
+    """Cross-entropy on response tokens (answer + end of turn), AdamW, ``cfg.steps`` steps; returns
+    the steps taken.
+
+    With ``until``: training goes on to the last of ``checks`` (step counts, ascending), and stops
+    at the first of them where ``until(steps_taken)`` is True (it is called with the model in eval
+    mode). One optimizer throughout, so stopping at step n gives the weights of a run of n steps."""
     model, tok = generator.model, generator.tokenizer
     rng = random.Random(seed)
     encoded = []
@@ -105,7 +121,10 @@ def supervised_train(generator: HFGenerator, demos: Sequence[Demonstration], cfg
         encoded.append((prompt, response))
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     model.train()
-    for step in range(cfg.steps):
+    pending = sorted(checks) if until is not None else []
+    limit = pending[-1] if pending else cfg.steps
+    step = -1
+    for step in range(limit):
         batch = rng.sample(encoded, min(cfg.batch_size, len(encoded)))
         width = max(len(p) + len(r) for p, r in batch)
         ids = torch.full((len(batch), width), tok.pad_token_id)
@@ -122,7 +141,14 @@ def supervised_train(generator: HFGenerator, demos: Sequence[Demonstration], cfg
         optimizer.step()
         if progress:
             progress(step + 1, float(loss.detach()))
+        if pending and step + 1 == pending[0]:
+            pending.pop(0)
+            model.eval()
+            if until(step + 1):  # type: ignore[misc]  # pending is empty without until
+                return step + 1
+            model.train()
     model.eval()
+    return step + 1
 
 
 def success_rate(generator: HFGenerator, family: TaskFamily, specs: Sequence[TaskSpec], temperature: float = 0.8,
@@ -186,7 +212,8 @@ def run_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: SFTConfig, tiny: Tin
             history_steps: int = 2, seed: int = 0, source: str = "",
             progress: Callable[[str, float], None] | None = None, lora: LoraSettings | None = None,
             cache_dir: str = ".cache/models", eval_tokens: int = 16,
-            excluded: frozenset[str] = frozenset()) -> SFTResult:
+            excluded: frozenset[str] = frozenset(), target_success: float = 0.0, max_steps: int = 0,
+            check_every: int = 10) -> SFTResult:
     """The whole cold start; saves the trained model to ``out_dir`` (a Hugging Face directory, full weights).
 
     ``source`` '' builds the tiny model; otherwise it is loaded (`load_model`, cached under
@@ -194,6 +221,11 @@ def run_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: SFTConfig, tiny: Tin
     measured on ``sft.eval_episodes`` held-out tasks at temperature 0.8 with ``eval_tokens`` new tokens
     per answer, before and after. The demonstrations skip the instances in ``excluded`` (the run's
     held-out and OOD instance keys: `demonstrations`).
+
+    With ``target_success`` > 0 the training goes past ``sft.steps``: success is measured after
+    ``sft.steps`` and every ``check_every`` steps up to ``max_steps`` (`check_points`), and the
+    cold start stops at the first measure at or above the target (``success_after`` is that
+    measure, on the same tasks, so it is the one that met the target; ``steps`` the steps taken).
 
     Raises:
         ValueError: the family yields no expert demonstrations for these knobs; ``lora`` without a
@@ -214,11 +246,23 @@ def run_sft(family: TaskFamily, fam_cfg: FamilyConfig, sft: SFTConfig, tiny: Tin
         progress("before", before)
     torch.manual_seed(seed)  # the SFT's and the evaluation's draws
     wrapped = add_sft_adapters(generator, lora, resolve_model_path(base, cache_dir), seed) if lora else None
-    supervised_train(generator, demos, sft, seed, (lambda s, loss: progress("step", s)) if progress else None)
+    measured: dict[int, float] = {}
+
+    def reached(steps: int) -> bool:
+        measured[steps] = success_rate(generator, family, specs, history_steps=history_steps,
+                                       max_new_tokens=eval_tokens)
+        if progress:
+            progress("check", measured[steps])
+        return measured[steps] >= target_success
+
+    taken = supervised_train(generator, demos, sft, seed, (lambda s, loss: progress("step", s)) if progress else None,
+                             until=reached if target_success else None,
+                             checks=check_points(sft.steps, max_steps, check_every) if target_success else ())
     if wrapped is not None:
         merge_sft_adapters(wrapped)
-    after = success_rate(generator, family, specs, history_steps=history_steps, max_new_tokens=eval_tokens)
+    after = measured[taken] if taken in measured else success_rate(generator, family, specs, history_steps=history_steps,
+                                                                    max_new_tokens=eval_tokens)
     out_dir.mkdir(parents=True, exist_ok=True)
     generator.model.save_pretrained(out_dir)
     generator.tokenizer.save_pretrained(out_dir)
-    return SFTResult(str(out_dir), before, after, sft.steps, len(demos), time.perf_counter() - start)
+    return SFTResult(str(out_dir), before, after, taken, len(demos), time.perf_counter() - start)

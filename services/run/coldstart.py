@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 from services.common.build_once import build_once
 from services.common.config import FamilyConfig, LoraSettings, RunConfig
@@ -107,7 +108,21 @@ entries stay those of the configs written before these fields existed."""
 def _unset(sft: PolicySFTConfig) -> set[str]:
     """`policy.sft` switches left at their default: out of the key, so cache entries stay those of the
     configs written before the switch existed."""
-    return set() if sft.skip_train_tasks else {"skip_train_tasks"}
+    unset = set() if sft.skip_train_tasks else {"skip_train_tasks"}
+    return unset if sft.target_success else unset | {"target_success", "max_steps", "check_every"}
+
+
+class SFTTarget(TypedDict):
+    """`run_sft`'s stopping arguments."""
+
+    target_success: float
+    max_steps: int
+    check_every: int
+
+
+def sft_target(sft: PolicySFTConfig) -> SFTTarget:
+    """`run_sft`'s stopping arguments from ``policy.sft`` (a success target, or none)."""
+    return SFTTarget(target_success=sft.target_success, max_steps=sft.max_steps, check_every=sft.check_every)
 
 
 def coldstart_errors(config: RunConfig) -> list[str]:
@@ -201,17 +216,19 @@ def coldstart_policy(config: RunConfig, log: Callable[[str], None]) -> str:
         if pcfg.sft.source else "the tiny policy"
 
     def build(tmp: Path) -> None:
-        log(f"cold start: SFT of {what} on {fam_cfg.type} expert trajectories ({pcfg.sft.steps} steps)")
+        steps = (f"{pcfg.sft.steps} steps, then on to success {pcfg.sft.target_success:g} within {pcfg.sft.max_steps}"
+                 if pcfg.sft.target_success else f"{pcfg.sft.steps} steps")
+        log(f"cold start: SFT of {what} on {fam_cfg.type} expert trajectories ({steps})")
         family = build_family(fam_cfg, config.env.cache_dir, config.env.sandbox)
         try:
             result = run_sft(family, fam_cfg, pcfg.sft, pcfg.model.tiny,
                              tmp, pcfg.rollout.history_steps, seed=0, source=pcfg.sft.source, lora=sft_lora(config),
                              cache_dir=pcfg.model.cache_dir, eval_tokens=config.env.scheduler.max_new_tokens,
-                             excluded=_coldstart_excluded(config, family))
+                             excluded=_coldstart_excluded(config, family), **sft_target(pcfg.sft))
         finally:
             family.close()  # the code family's sandbox workers
         log(f"cold-started policy: success {result.success_before:.2f} -> {result.success_after:.2f} on "
-            f"{pcfg.sft.eval_episodes} held-out tasks ({result.seconds:.0f} s)")
+            f"{pcfg.sft.eval_episodes} held-out tasks after {result.steps} steps ({result.seconds:.0f} s)")
 
     if build_once(out, build, on_wait=lambda: log(f"cold start: waiting for another run building {out}")):
         log(f"cold-started policy: cached {out}")

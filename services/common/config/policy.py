@@ -50,6 +50,19 @@ class PolicySFTConfig(SFTConfig):
     skip_train_tasks: bool = Field(
         False, description="The cold start also skips the instances of the run's seeded train slots (it always skips "
                            "the held-out and OOD ones), so RL starts on tasks new to the policy (docs/coding.md).")
+    target_success: float = Field(
+        0.0, ge=0, le=1, description="Go on past `steps` until the cold start's success on its eval_episodes reaches "
+                                     "this, measured every check_every steps, up to max_steps (0 = exactly `steps`): "
+                                     "success jumps within a few dozen steps, at a step count that varies by seed.")
+    max_steps: int = Field(0, ge=0, description="With target_success: the most SFT steps.")
+    check_every: int = Field(10, ge=1, description="With target_success: steps between two measures of success.")
+
+    @model_validator(mode="after")
+    def _target_needs_room(self) -> "PolicySFTConfig":
+        if self.target_success and self.max_steps <= self.steps:
+            raise ValueError(f"policy.sft.target_success={self.target_success} needs max_steps above steps={self.steps}, "
+                             f"got max_steps={self.max_steps}")
+        return self
 
 
 class PolicyServiceConfig(ServiceConfig):

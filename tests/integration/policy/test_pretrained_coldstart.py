@@ -109,3 +109,37 @@ def test_the_run_cold_start_refuses_an_inconsistent_config(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="both name the policy"):
         coldstart.coldstart_policy(config, print)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_success_target_stops_at_the_first_check_that_meets_it(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`supervised_train` with ``until``: measured at each check point, stopped at the first that
+    answers True, with the weights of a plain run of that many steps (one optimizer throughout)."""
+    from services.offline.policy_sft import supervised_train
+
+    demos = demonstrations(FrozenLakeFamily(), FAMILY, 30, HISTORY)
+    sft = SFT.model_copy(update={"steps": 6})
+    asked: list[tuple[int, bool]] = []
+    stopped = HFGenerator(str(tiny_model_dir))
+
+    def until(steps: int) -> bool:
+        asked.append((steps, stopped.model.training))
+        return steps >= 10
+
+    taken = supervised_train(stopped, demos, sft, seed=1, until=until, checks=[6, 8, 10, 12, 14])
+    assert taken == 10 and asked == [(6, False), (8, False), (10, False)]  # measured in eval mode
+    plain = HFGenerator(str(tiny_model_dir))
+    assert supervised_train(plain, demos, sft.model_copy(update={"steps": 10}), seed=1) == 10
+    for (name, p), q in zip(stopped.model.named_parameters(), plain.model.parameters()):
+        torch.testing.assert_close(p, q, msg=name)
+
+
+def test_an_unreached_target_trains_to_max_steps_and_reports_the_last_measure(tiny_model_dir: Path,
+                                                                             tmp_path: Path) -> None:
+    checks: list[float] = []
+    result = run_sft(FrozenLakeFamily(), FAMILY, SFT.model_copy(update={"steps": 4}), TinyModelConfig(),
+                     tmp_path / "cold", HISTORY, source=str(tiny_model_dir), eval_tokens=8,
+                     progress=lambda kind, value: checks.append(value) if kind == "check" else None,
+                     target_success=1.0, max_steps=9, check_every=2)
+    # checks after 4, 6, 8 and 9 steps; a tiny model on 2 maps after 9 steps does not win every one
+    assert result.steps == 9 and len(checks) == 4
+    assert result.success_after == checks[-1] < 1.0
