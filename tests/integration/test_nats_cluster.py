@@ -142,6 +142,7 @@ async def test_a_running_consumer_rides_out_the_kill_of_the_node_leading_it(clus
         consumer = bus.consumer(stream="JOBS", durable="workers", subject=Subjects.ROLLOUT_JOBS,
                                 message_type=events_pb2.RolloutJob, handler=handler)
         await consumer.setup()
+        stored_before = (await _retrying(lambda: bus.js.stream_info("JOBS"))).state.last_seq
         runner = asyncio.create_task(consumer.run(stop))
         for i in range(10):
             await _publish_retrying(bus, Subjects.ROLLOUT_JOBS, i)
@@ -152,13 +153,18 @@ async def test_a_running_consumer_rides_out_the_kill_of_the_node_leading_it(clus
         for i in range(10, 30):
             await _publish_retrying(bus, Subjects.ROLLOUT_JOBS, i)
         deadline = asyncio.get_running_loop().time() + 90.0
-        while len(set(seen)) < 30 and not runner.done() and asyncio.get_running_loop().time() < deadline:
+        while len(set(seen) | set(redelivered)) < 30 and not runner.done() \
+                and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.1)
         assert not runner.done(), f"the consumer loop ended: {runner.exception()!r}"
-        # Each job stored and delivered once; a job whose ack went to the dead leader comes again as a
-        # redelivery (at least once: the services' effects are keyed by id, README "Guarantees").
-        assert sorted(seen) == sorted(f"job-{i}" for i in range(30)), "a job lost or stored twice"
-        assert set(redelivered) <= set(seen)
+        # Every job handled, each stored once. Delivery is at least once (the services' effects are keyed
+        # by id, README "Guarantees"): a job whose ack went to the dead leader comes again as a redelivery,
+        # and one the dead leader sent that never arrived comes only as one (a CI run: 4 of 30).
+        jobs = {f"job-{i}" for i in range(30)}
+        assert set(seen) | set(redelivered) == jobs, f"lost: {sorted(jobs - set(seen) - set(redelivered))}"
+        assert len(seen) == len(set(seen)), f"a job stored twice: {sorted(seen)}"
+        stored = (await _retrying(lambda: bus.js.stream_info("JOBS"))).state.last_seq - stored_before
+        assert stored == 30, f"{stored} messages stored for 30 jobs"
     finally:
         stop.set()
         await bus.close()
