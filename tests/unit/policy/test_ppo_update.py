@@ -78,7 +78,7 @@ def test_backtracking_shrinks_a_step_that_leaves_the_trust_region_until_it_is_in
     cfg = PPOConfig(optimizer_steps=1, lr=0.5, max_kl=max_kl, backtrack_steps=12, backtrack_ratio=0.5)
     metrics = ppo_update(model, optimizer, samples, cfg, pad_id=0)
     tries = int(metrics["ppo/backtracks"])
-    assert 1 <= tries <= 12  # lr 0.5 alone leaves the region (the test above)
+    assert tries >= 1  # lr 0.5 alone leaves the region (the test above); one retry fewer is undone (below)
     assert metrics["ppo/reverted_steps"] == 0.0 and metrics["ppo/optimizer_steps"] == 1.0
     assert all(int(state["step"]) == 1 for state in optimizer.state.values())  # one step, not 1 + tries
     # the step kept is the one AdamW takes at lr 0.5 * 0.5**tries from the same start
