@@ -163,10 +163,11 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     AdamW step each). With ``cfg.max_kl > 0`` the update is a trust region: it stops before the
     first minibatch whose KL(π_old‖π_θ) (k3, token mean) exceeds it — the early stop of
     Stable-Baselines3 (``target_kl``) and OpenAI Spinning Up — and a single step that takes the
-    KL over the whole batch above it is undone (weights and optimizer state), then the update
-    stops. Measured on the tiny policy: one AdamW step at lr 3e-4 took the KL from 0.1 to 13.9
+    KL of its minibatch above it (with ``cfg.trust_region`` "batch": the mean KL over the whole
+    batch, TRPO's constraint) is undone (weights and optimizer state), then the update stops.
+    Measured on the tiny policy: one AdamW step at lr 3e-4 took the KL from 0.1 to 13.9
     nats and the train success from 0.56 to 0.14. The check costs one forward pass over the
-    minibatch per step; the undo inverts the AdamW step from the gradients it used
+    minibatch (or the batch) per step; the undo inverts the AdamW step from the gradients it used
     (`adamw_undo.undo_adamw_step`), with no copy of weights or optimizer state, so ``optimizer``
     must be `torch.optim.AdamW` when ``cfg.max_kl`` is set. With ``cfg.backtrack_steps`` such a step
     is first retried with a shorter length (TRPO's backtracking line search): the update goes on
@@ -305,14 +306,17 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch
 
 def _inside_trust_region(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, chunk: Tensor,
                          start_BL: Tensor, cfg: PPOConfig, metrics: dict[str, float]) -> bool:
-    """After a step: True if the minibatch's KL to the update's starting weights is within ``cfg.max_kl``.
+    """After a step: True if the KL to the update's starting weights is within ``cfg.max_kl`` — the
+    minibatch's (``cfg.trust_region`` "minibatch") or the whole batch's ("batch": the mean over every
+    sample of the update, TRPO's constraint; one more no-grad pass over the batch per try).
     Otherwise the step is undone and retried up to ``cfg.backtrack_steps`` times with the lr times
     ``cfg.backtrack_ratio`` each (the same gradients and moments: only the step length shrinks) —
     the backtracking line search of TRPO (Schulman et al. 2015, appendix C) on the KL constraint.
     False when no length was inside (the step is then undone). Counts ``ppo/backtracks``."""
     lr0 = optimizer.param_groups[0]["lr"]
+    rows = chunk if cfg.trust_region == "minibatch" else torch.arange(len(batch.sample_ids))
     for retry in range(cfg.backtrack_steps + 1):
-        kl_after = _batch_kl(model, batch, chunk, start_BL, cfg)
+        kl_after = _batch_kl(model, batch, rows, start_BL, cfg)
         metrics["ppo/kl_max"] = max(metrics["ppo/kl_max"], kl_after)
         if kl_after <= cfg.max_kl:
             return True

@@ -101,6 +101,11 @@ class PPOConfig(StrictModel):
                                     "each with the lr times backtrack_ratio (TRPO's backtracking line search), "
                                     "before it is undone (0 = undo at once).")
     backtrack_ratio: float = Field(0.5, gt=0, lt=1, description="The lr factor of each backtracking retry.")
+    trust_region: Literal["minibatch", "batch"] = Field(
+        "minibatch", description="With max_kl: where a step's KL is checked after it is taken: 'minibatch' = on the "
+                                 "samples it trained on; 'batch' = on all of the round's samples (TRPO's mean KL over "
+                                 "the batch: a step may not move the other minibatches' answers far either), one "
+                                 "forward pass over the batch per step.")
     grad_clip: float = Field(1.0, gt=0, description="Gradient-norm clip.")
     merge_duplicates: bool = Field(
         True, description="Train identical (prompt, response) samples with same-sign advantages once, weighted by "

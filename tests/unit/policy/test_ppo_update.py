@@ -27,6 +27,17 @@ def _samples(n: int = 16) -> list[Sample]:
     return [Sample(f"s{i}", (1, 2 + i % 5, 3), (4 + i % 3, 5), 1.0 if i % 2 else -1.0) for i in range(n)]
 
 
+def _kl_to(model: torch.nn.Module, start: torch.nn.Module, samples: list[Sample]) -> float:
+    """k3 KL(π_start‖π_model) over every sample (token mean per sample, then the sample mean)."""
+    batch = make_batch(samples, 64, 0)
+    with torch.no_grad():
+        old = token_logprobs(start, batch.input_ids_BL, batch.attention_mask_BL)
+        new = token_logprobs(model, batch.input_ids_BL, batch.attention_mask_BL)
+    mask = batch.response_mask_BL
+    d = (new - old) * mask
+    return float(((torch.exp(-d) - 1 + d) * mask).sum(-1).div(mask.sum(-1)).mean())
+
+
 def test_steps_are_minibatches_times_epochs() -> None:
     model = _model()
     metrics = ppo_update(model, torch.optim.AdamW(model.parameters(), lr=1e-3), _samples(),
@@ -87,20 +98,31 @@ def test_backtracking_shrinks_a_step_that_leaves_the_trust_region_until_it_is_in
                PPOConfig(optimizer_steps=1, lr=0.5 * 0.5 ** tries), pad_id=0)
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
-    start = _model()
-    batch = make_batch(samples, 64, 0)
-    with torch.no_grad():
-        old = token_logprobs(start, batch.input_ids_BL, batch.attention_mask_BL)
-        new = token_logprobs(model, batch.input_ids_BL, batch.attention_mask_BL)
-    d = (new - old) * batch.response_mask_BL
-    kl = float(((torch.exp(-d) - 1 + d) * batch.response_mask_BL).sum(-1).div(batch.response_mask_BL.sum(-1)).mean())
-    assert kl <= max_kl
+    assert _kl_to(model, _model(), samples) <= max_kl
     # one retry fewer than needed: the step is undone as without backtracking
     fewer = _model()
     metrics = ppo_update(fewer, torch.optim.AdamW(fewer.parameters(), lr=0.5), samples,
                          PPOConfig(optimizer_steps=1, lr=0.5, max_kl=max_kl, backtrack_steps=tries - 1), pad_id=0)
     assert metrics["ppo/reverted_steps"] == 1.0 and metrics["ppo/optimizer_steps"] == 0.0
     assert metrics["ppo/lr"] == 0.5
+
+
+def test_a_batch_trust_region_bounds_the_kl_of_every_sample_not_only_the_minibatch_trained_on() -> None:
+    samples = _samples()
+
+    def update(scope: str) -> tuple[float, dict[str, float]]:
+        model = _model()
+        cfg = PPOConfig(optimizer_steps=4, epochs=2, lr=0.1, max_kl=0.1, backtrack_steps=6, trust_region=scope)
+        metrics = ppo_update(model, torch.optim.AdamW(model.parameters(), lr=0.1), samples, cfg, pad_id=0, seed=3)
+        return _kl_to(model, _model(), samples), metrics
+
+    kl_minibatch, _ = update("minibatch")
+    kl_batch, metrics = update("batch")
+    # measured with this split: the minibatch check keeps each step's own samples inside, and the
+    # samples it did not train on end at 0.118 in all; the batch check keeps all of them inside
+    assert kl_minibatch > 0.1
+    assert kl_batch <= 0.1
+    assert metrics["ppo/optimizer_steps"] >= 1 and metrics["ppo/backtracks"] >= 1
 
 
 def test_reference_kl_pulls_toward_the_reference_and_is_reported() -> None:
