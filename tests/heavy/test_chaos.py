@@ -325,11 +325,12 @@ async def _replicas_and_leader(url: str) -> tuple[dict[str, int], str]:
     return replicas, leader
 
 
-async def _stored_trajectories(url: str, within_s: float = 6.0) -> int:
+async def _stored_trajectories(url: str, within_s: float = 15.0) -> int:
     """Messages in the TRAJ stream (trajectories and judgements) as the nodes still up report them.
 
     Asked again until ``within_s``: right after its leader is killed the stream has none until the
-    two nodes left elect one (a CI run's only ask timed out there after 5 s)."""
+    two nodes left elect one (a CI run's only ask timed out there after 5 s; a later CI run's asks
+    for 6 s, 1 s after the kill, all timed out)."""
     deadline = time.monotonic() + within_s
     nc = await nats.connect(url.split(","), connect_timeout=2)
     try:
@@ -366,7 +367,7 @@ def test_run_survives_kill_9_of_a_nats_node_of_three(tmp_path: Path, cold: Path)
         assert recorded < 4, "every round was recorded before the kill: the test proves nothing"
         time.sleep(1.0)  # the streams led by the killed node elect new leaders
         traj_after_kill = traj_before_restart = asyncio.run(_stored_trajectories(manifest["nats_url"]))
-        while traj_before_restart == traj_after_kill and time.monotonic() < killed_at + NODE_DOWN_S - 5.0:
+        while traj_before_restart == traj_after_kill and time.monotonic() < killed_at + NODE_DOWN_S - 2.0:
             time.sleep(1.0)
             traj_before_restart = asyncio.run(_stored_trajectories(manifest["nats_url"]))
         first_new_s = time.monotonic() - killed_at
