@@ -47,6 +47,10 @@ class Ledger:
         self._closed_by_round[int(report.round)].add(report.job_id)
         return len(self._closed_by_round[int(report.round)])
 
+    def closed_in_round(self, round_: int) -> int:
+        """How many groups of ``round_`` are closed."""
+        return len(self._closed_by_round.get(round_, ()))
+
     def round_metrics(self, round_: int) -> RoundMetrics:
         """The metrics of ``round_`` over its closed groups (empty values when none closed)."""
         jobs = sorted(self._closed_by_round.get(round_, ()))

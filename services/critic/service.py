@@ -8,7 +8,8 @@ and the task report (stable msg ids ``<job>/policy``, ``<job>/reward``, ``<job>`
 report and the group's statistics, publishes the round's updated `RoundMetrics` (msg id
 ``critic/<round>/<groups closed in the round>``) and deletes the group's keys. Every step is
 idempotent, so a crash anywhere is repaired by the restart: open groups are read back from KV,
-and a group found both stored and reported is closed again with the same ids.
+and a group found both stored and reported is finished (its metrics published again under the same
+id, its keys deleted) without being evaluated again: its keys may be partly deleted.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ class CriticService(Service):
         self.latest_policy_version = None if policy is None else int(policy.version)
         self.open = await self.groups.load()
         for group in list(self.open.values()):
-            if self.ledger.is_closed(group.job_id):  # reported, then crashed before deleting its keys
-                await self._close(group, partial=self.ledger.reports[group.job_id].partial)
+            if self.ledger.is_closed(group.job_id):  # reported, then crashed before (or while) deleting its keys
+                await self._finish_close(group)
             elif group.is_complete():  # all G stored, then crashed before closing
                 await self._close(group, partial=False)
             else:
@@ -162,7 +163,12 @@ class CriticService(Service):
 
     async def _close(self, group: OpenGroup, partial: bool, unit_test_passes: list[list[bool]] | None = None) -> None:
         """Publish a group's outputs, store its report, update its round, delete its keys (a group whose
-        generated tests were not scored yet, partial or reloaded after a restart, is scored here)."""
+        generated tests were not scored yet, partial or reloaded after a restart, is scored here).
+        A group already reported (its keys left by a crash or a failed delete) is only finished
+        (`_finish_close`): its stored statistics stand."""
+        if self.ledger.is_closed(group.job_id):
+            await self._finish_close(group)
+            return
         if unit_test_passes is None and self._tested(group):
             unit_test_passes = await self._score(group)
         out = evaluate_group(list(group.records.values()), self.cfg, partial=partial,
@@ -173,20 +179,30 @@ class CriticService(Service):
         await self.bus.publish(Subjects.CRITIC_TASK, report, msg_id=report.job_id)
         stats = RoundMetrics(round=report.round, values=out.stats, published_unix_s=time.time())
         await self.stats.put_closed(report, stats)
-        closed_in_round = self.ledger.close(report, stats)
-        metrics = self.ledger.round_metrics(int(report.round))
-        await self.bus.publish(Subjects.METRICS_ROUND, metrics, msg_id=f"critic/{report.round}/{closed_in_round}")
-        await self.groups.delete(group.job_id, sorted(group.records))
-        self.open.pop(group.job_id, None)
-        GROUPS_OPEN.set(len(self.open))
+        self.ledger.close(report, stats)
+        await self._finish_close(group)
         GROUPS_CLOSED.labels("partial" if partial else "complete").inc()
         SAMPLES_EMITTED.labels("policy").inc(len(out.policy.samples))
         SAMPLES_EMITTED.labels("reward").inc(len(out.reward.samples))
-        export_round(int(report.round), metrics.values)
         self.log.info("group closed", extra={"job_id": report.job_id, "round": report.round, "acc": report.acc,
                                              "rollouts": report.rollouts, "partial": partial,
                                              "policy_samples": len(out.policy.samples),
                                              "reward_samples": len(out.reward.samples)})
+
+    async def _finish_close(self, group: OpenGroup) -> None:
+        """The steps of a close after its report is stored: publish the round's metrics (msg id
+        ``critic/<round>/<groups closed in the round>``, so a repeat is de-duplicated), delete the
+        group's keys, forget it. A group found reported with keys left (a kill -9 between or during
+        the deletes, a NATS outage) comes here without being evaluated again: the rollouts still
+        stored may be fewer than those it was reported with."""
+        round_ = group.round
+        metrics = self.ledger.round_metrics(round_)
+        await self.bus.publish(Subjects.METRICS_ROUND, metrics,
+                               msg_id=f"critic/{round_}/{self.ledger.closed_in_round(round_)}")
+        export_round(round_, metrics.values)
+        await self.groups.delete(group.job_id, sorted(group.records))
+        self.open.pop(group.job_id, None)
+        GROUPS_OPEN.set(len(self.open))
 
     async def _sweep_timeouts(self) -> None:
         """Close, as partial, every open group older than ``group_timeout_s`` (background task)."""

@@ -20,6 +20,7 @@ from rlanything.v1.events_pb2 import (MODEL_ROLE_POLICY, STEP_LABEL_BAD, STEP_LA
                                       ModelVersion, PolicySampleBatch, RewardSampleBatch, RoundMetrics, TaskReport)
 from services.common.bus import EventBus
 from services.common.streams import Subjects
+from services.critic.keys import group_key
 from tests.unit.critic.critic_builders import judged
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -121,6 +122,35 @@ async def test_sigkill_mid_group_loses_nothing_and_counts_nothing_twice(spawn_se
     assert (rep.groups_complete, rep.groups_partial, rep.groups_open) == (2, 0, 0)
     assert rep.metrics.values["critic/trajectories"] == 8.0
     assert rep.metrics.values["critic/policy_samples"] == 12.0
+
+
+async def test_a_crash_between_deleting_a_reported_groups_keys_changes_none_of_its_counts(spawn_service,
+                                                                                          bus: EventBus) -> None:
+    """A kill -9 can land while the critic deletes a reported group's keys one by one (a CI chaos run
+    recorded a round with 23 of its 24 trajectories counted). The restart finishes that close: it must
+    not re-evaluate the group from the rollouts still stored."""
+    svc = spawn_service("critic", CONFIG.format(timeout=120))
+    job = "r0/gym_text/train-0000/v0"
+    group = train_group(job)
+    await publish(bus, group)
+    [report] = await read(bus, Subjects.CRITIC_TASK, "REPORTS", TaskReport, 1, settle_s=0.1)
+    await wait_for(lambda: _equals(group_keys(bus), set()))
+    assert svc.stop(signal.SIGKILL) == -signal.SIGKILL
+    kv = await bus.js.key_value("critic_groups")
+    for j in group[1:]:  # the state of a crash after the first of the 4 deletes
+        await kv.put(group_key(job, j.trajectory.rollout_index), j.SerializeToString())
+    svc.start()
+    await wait_for(lambda: _equals(group_keys(bus), set()))  # the restart finished the close
+
+    async with grpc.aio.insecure_channel(svc.address) as channel:
+        stub = critic_pb2_grpc.CriticStub(channel)
+        rep = await stub.GetRoundReport(critic_pb2.RoundReportRequest(round=0), timeout=5)
+        stats = (await stub.GetTaskStats(critic_pb2.TaskStatsRequest(), timeout=5)).stats
+    assert (rep.groups_complete, rep.groups_partial, rep.groups_open) == (1, 0, 0)
+    assert rep.metrics.values["critic/trajectories"] == 4.0 and rep.metrics.values["critic/policy_samples"] == 6.0
+    assert [(s.rollouts, s.wins) for s in stats] == [(report.rollouts, report.wins)] == [(4, 2)]
+    published = await read(bus, Subjects.METRICS_ROUND, "METRICS", RoundMetrics, 1, settle_s=1.0)
+    assert [m.values["critic/trajectories"] for m in published] == [4.0]
 
 
 async def _equals(coro, expected) -> bool:
