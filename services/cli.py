@@ -369,14 +369,16 @@ def bench_table1(
     config: Annotated[Path, typer.Argument(help="Base run config YAML.")] = Path("configs/default.yaml"),
     overrides: SetOpt = None,
     seeds: Annotated[str, typer.Option(help="Comma-separated seeds.")] = "0,1,2",
-    out_dir: Annotated[Path, typer.Option(help="Where the runs go.")] = Path("runs/table1"),
+    out_dir: Annotated[Optional[Path], typer.Option(help="Where the runs go (default: runs/table1/<config's "
+                                                         "name without .yaml>).")] = None,
     table: Annotated[Path, typer.Option(help="The table (a PNG of the curves is written beside it).")] = Path(
         "bench/table1.md"),
     rows: Annotated[str, typer.Option(help="Comma-separated row keys to run (default: all); the table "
                                            "counts every complete run of the seeds.")] = "",
 ) -> None:
     """The paper's Table 1 at CPU scale: outcome-only, + step reward, + RM training, + environment
-    adaptation, each for every seed at the same budget. Completed runs in OUT_DIR are reused.
+    adaptation, each for every seed at the same budget. Completed runs in OUT_DIR are reused when they
+    were started from the same config and settings (a finished run of another stops the table).
 
     Exits 0 when every run completed, 1 when some failed (the table counts the rest), 2 on a bad config.
     """
@@ -389,7 +391,7 @@ def bench_table1(
         console.print(f"[red]error:[/red] --seeds must be comma-separated integers, got {seeds!r}")
         raise typer.Exit(2) from None
     try:
-        failed = run_table1(config, seed_list, overrides or [], out_dir, table,
+        failed = run_table1(config, seed_list, overrides or [], out_dir or Path("runs/table1") / config.stem, table,
                             lambda msg: console.print(msg, highlight=False),
                             rows=[r.strip() for r in rows.split(",") if r.strip()])
     except ValueError as exc:

@@ -1,8 +1,9 @@
 """`rlanything bench table1`: run the four ablation rows × seeds and write bench/table1.md.
 
 Each run is a separate ``rlanything run`` process (its own NATS store and services), so one run's
-crash cannot leak into another; a run that already has a complete ``metrics.jsonl`` in the bench
-folder is reused (an interrupted table continues where it stopped). The rows of one seed share
+crash cannot leak into another; a finished run in the bench folder is reused (an interrupted table
+continues where it stopped) when its ``table1.json`` says it was started from the same base config
+(path and content) and the same overrides; any other finished run stops the table before it starts. The rows of one seed share
 that seed's cached cold start (the cache key leaves out the ablation switches; it holds the seed
 where the held-out maps depend on it), so rows compare seed by seed: `paired_gains` writes each
 row's gain over the row above with a bootstrap interval over the paired seeds.
@@ -10,6 +11,8 @@ row's gain over the row above with a bootstrap interval over the paired seeds.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -26,15 +29,63 @@ from services.run.report import read_rounds  # noqa: E402
 from services.run.table1 import (  # noqa: E402
     ROWS, comparisons_markdown, curve_bands, paired_gains, summarize_run, table_markdown)
 
-__all__ = ["run_table1", "EARLIER"]
+__all__ = ["run_table1", "run_origin", "EARLIER", "ORIGIN_FILE"]
 
 EARLIER = "\n## Earlier measurements"
 """A heading in the table file from which on the text is kept when the table is written again (earlier
 tables, kept for comparison)."""
 
 
+ORIGIN_FILE = "table1.json"
+"""In each run folder: what the run was started from (`run_origin`), so that a table never counts a run
+of another base config or other overrides."""
+
+
 def _run_dir(out_dir: Path, row: str, seed: int) -> Path:
     return out_dir / f"{row}-seed{seed}"
+
+
+def run_origin(config: Path, overrides: Sequence[str]) -> dict[str, object]:
+    """What one run of the table is started from: the base config's path and SHA-256 (of its text),
+    and every ``--set`` it gets (the table's, the row's, the seed), in order.
+
+    Raises:
+        OSError: the config cannot be read.
+    """
+    return {"config": str(config), "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(),
+            "overrides": list(overrides)}
+
+
+def _origin_of(run_dir: Path) -> dict[str, object] | None:
+    try:
+        return json.loads((run_dir / ORIGIN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _check_reused(config: Path, seeds: Sequence[int], overrides: Sequence[str], out_dir: Path) -> None:
+    """Refuse to count a finished run that was started from something else than this table would start it from.
+
+    Raises:
+        ValueError: names each such run folder and what it was started from.
+    """
+    foreign = []
+    for seed in seeds:
+        for row in ROWS:
+            run_dir = _run_dir(out_dir, row.key, seed)
+            if not (run_dir / "report.md").exists():
+                continue  # not finished: it would be started over anyway
+            had = _origin_of(run_dir)
+            if had != run_origin(config, _run_overrides(overrides, row.overrides, seed)):
+                foreign.append(f"{run_dir} ({'started from ' + json.dumps(had) if had else f'no {ORIGIN_FILE}'})")
+    if foreign:
+        raise ValueError(f"{len(foreign)} finished run(s) in {out_dir} were not started from {config} with these "
+                         f"settings, so the table would mix experiments: {'; '.join(foreign)}. Pass another "
+                         "--out-dir, or move those runs away")
+
+
+def _run_overrides(table: Sequence[str], row: Sequence[str], seed: int) -> list[str]:
+    return [f"seed={seed}", *table, *row]
 
 
 def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out_dir: Path, table_path: Path,
@@ -51,6 +102,7 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
     unknown = sorted(set(rows) - {r.key for r in ROWS})
     if unknown:
         raise ValueError(f"--rows: unknown row(s) {unknown}; the rows are {[r.key for r in ROWS]}")
+    _check_reused(config, seeds, overrides, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     per_row: dict[str, list[dict[str, float]]] = {}
     per_seed: dict[str, dict[int, dict[str, float]]] = {}
@@ -67,12 +119,14 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
             if not complete and rows and row.key not in rows:
                 records = []  # another stream's row: left alone, counted only once complete
             elif not complete:
-                cmd = [sys.executable, "-m", "services.cli", "run", str(config), "--run-dir", str(run_dir),
-                       "--set", f"seed={seed}"]
-                for item in (*overrides, *row.overrides):
+                sets = _run_overrides(overrides, row.overrides, seed)
+                cmd = [sys.executable, "-m", "services.cli", "run", str(config), "--run-dir", str(run_dir)]
+                for item in sets:
                     cmd += ["--set", item]
                 say(f"[{done + 1}/{total}] {row.key} seed {seed}: {' '.join(cmd[3:])}")
                 shutil.rmtree(run_dir, ignore_errors=True)  # an incomplete run starts over
+                run_dir.mkdir(parents=True)
+                (run_dir / ORIGIN_FILE).write_text(json.dumps(run_origin(config, sets), indent=1) + "\n")
                 with open(out_dir / f"{row.key}-seed{seed}.log", "w") as log:
                     code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
                 records = read_rounds(run_dir / "metrics.jsonl")

@@ -98,23 +98,54 @@ def test_paired_gains_pair_only_seeds_both_rows_have() -> None:
 def test_a_table_stream_runs_only_its_rows_and_leaves_another_streams_runs_alone(tmp_path) -> None:
     import json
 
-    from services.run.table1_bench import run_table1
+    from services.run.table1 import ROWS
+    from services.run.table1_bench import ORIGIN_FILE, run_origin, run_table1
 
     out = tmp_path / "runs"
+    config = tmp_path / "c.yaml"
+    config.write_text("loop: {rounds: 2}\n")
     done = out / "outcome-seed0"  # a finished run of another stream: counted in the table
     done.mkdir(parents=True)
     (done / "metrics.jsonl").write_text(json.dumps({"round": 0, "policy/success_heldout": 0.1}) + "\n")
     (done / "report.md").write_text("done")
+    (done / ORIGIN_FILE).write_text(json.dumps(run_origin(config, ["seed=0", *ROWS[0].overrides])))
     running = out / "step_reward-seed0"  # another stream's run in progress: neither restarted nor counted
     running.mkdir()
     (running / "metrics.jsonl").write_text(json.dumps({"round": 0, "policy/success_heldout": 0.2}) + "\n")
     said: list[str] = []
     with pytest.raises(ValueError, match=r"--rows: unknown row\(s\) \['nope'\]"):
-        run_table1(tmp_path / "c.yaml", [0], [], out, tmp_path / "t.md", said.append, rows=["nope"])
-    failed = run_table1(tmp_path / "c.yaml", [0], [], out, tmp_path / "t.md", said.append,
+        run_table1(config, [0], [], out, tmp_path / "t.md", said.append, rows=["nope"])
+    failed = run_table1(config, [0], [], out, tmp_path / "t.md", said.append,
                         rows=["outcome"])  # its only row is finished: nothing is started
     assert failed == 0 and not any(s.startswith("[") for s in said)
     assert (running / "metrics.jsonl").exists()
     table = (tmp_path / "t.md").read_text()
     assert "| outcome only (λ=0, frozen judge, no adaptation) | 1 |" in table
     assert "| + integrated step reward, frozen judge | 0 |" in table
+
+
+def test_a_finished_run_of_another_config_or_other_overrides_stops_the_table_before_anything_runs(tmp_path) -> None:
+    import json
+
+    from services.run.table1 import ROWS
+    from services.run.table1_bench import ORIGIN_FILE, run_origin, run_table1
+
+    out = tmp_path / "runs"
+    sparse, dense = tmp_path / "sparse.yaml", tmp_path / "dense.yaml"
+    sparse.write_text("loop: {rounds: 2}\n")
+    dense.write_text("loop: {rounds: 3}\n")
+    done = out / "outcome-seed0"  # finished, from the other config
+    done.mkdir(parents=True)
+    (done / "metrics.jsonl").write_text(json.dumps({"round": 0, "policy/success_heldout": 0.1}) + "\n")
+    (done / "report.md").write_text("done")
+    (done / ORIGIN_FILE).write_text(json.dumps(run_origin(sparse, ["seed=0", *ROWS[0].overrides])))
+    said: list[str] = []
+    with pytest.raises(ValueError, match=r"1 finished run\(s\) in .* were not started from .*dense.yaml.*outcome-seed0 "
+                                         r"\(started from .*sparse.yaml"):
+        run_table1(dense, [0], [], out, tmp_path / "t.md", said.append, rows=["outcome"])
+    with pytest.raises(ValueError, match="outcome-seed0"):  # same config, another --set
+        run_table1(sparse, [0], ["policy.ppo.lr=0.1"], out, tmp_path / "t.md", said.append, rows=["outcome"])
+    (done / ORIGIN_FILE).unlink()
+    with pytest.raises(ValueError, match=f"outcome-seed0 \\(no {ORIGIN_FILE}\\)"):  # a run of unknown origin
+        run_table1(sparse, [0], [], out, tmp_path / "t.md", said.append, rows=["outcome"])
+    assert said == [] and not (tmp_path / "t.md").exists()  # nothing started, no table written

@@ -131,9 +131,9 @@ class PPOConfig(StrictModel):
     malloc_mmap_threshold: int = Field(
         0, ge=0, le=32 * 1024 * 1024,
         description="Bytes: the trainer process fixes glibc's mmap threshold at this size, so every freed tensor "
-                    "above it returns its memory at once, at a cost in speed (each is a fresh mapping: 1.5x the "
-                    "update time and 1.2x the generation time in bench/trainer_memory.md, for 1 B/param less at the "
-                    "peak of a lean full fine-tune). 0 = glibc's dynamic default.")
+                    "above it returns its memory at once, at a cost in speed (each is a fresh mapping: the update "
+                    "took 1.09-1.48x as long, median 1.37x, and greedy generation 1.19-7.1x in bench/trainer_memory.md, "
+                    "for up to 1 B/param less at the peak of a lean full fine-tune). 0 = glibc's dynamic default.")
     collective_timeout_s: float = Field(
         1800.0, gt=0, description="A trainer on several torchrun processes: seconds any collective (and so a "
                                   "rank's wait for the next command) may take before the group is declared broken; "
