@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -328,12 +329,28 @@ def _rounds(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def product_round(product: "Product", k: int, run_ended: Callable[[], bool]) -> dict | None:
+    """Product round ``k``; None when a request failed because the run had ended meanwhile (its servers
+    stop with it: the policy's endpoint and the ingest API alike).
+
+    Raises:
+        RuntimeError: a request failed while the run was still going.
+    """
+    import httpx
+    import openai
+
+    try:
+        return product.round(k)
+    except (openai.APIConnectionError, openai.APIStatusError, httpx.TransportError) as exc:
+        if run_ended():
+            return None
+        raise RuntimeError(f"product round {k}: {exc}") from exc
+
+
 def run_one(seed: int, arm: str, rounds: int, out_dir: Path, noise: float, sizes: tuple[int, int, int, int],
             overrides: list[str] | None = None) -> dict:
     """One `rlanything run` (``overrides``: its ``--set`` options) with the product talking to it; returns
     what was measured (also written to ``out_dir/<arm>-s<seed>.json``)."""
-    import openai
-
     run_dir = out_dir / f"{arm}-s{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     config = run_dir.parent / f"{arm}-s{seed}.yaml"
@@ -358,12 +375,9 @@ def run_one(seed: int, arm: str, rounds: int, out_dir: Path, noise: float, sizes
             k = 0
             while proc.poll() is None:
                 if len(_rounds(run_dir)) >= k:
-                    try:
-                        result = product.round(k)
-                    except (openai.APIConnectionError, openai.APIStatusError) as exc:
-                        if proc.poll() is not None or len(_rounds(run_dir)) >= rounds:
-                            break  # the run ended while this product round was under way
-                        raise RuntimeError(f"product round {k}: {exc}") from exc
+                    result = product_round(product, k, lambda: proc.poll() is not None or len(_rounds(run_dir)) >= rounds)
+                    if result is None:
+                        break  # the run ended while this product round was under way
                     result["loop_rounds_done"] = len(_rounds(run_dir))
                     product_rounds.append(result)
                     print(f"{arm} seed {seed} product round {k}: {result}", flush=True)

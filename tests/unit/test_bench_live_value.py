@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import random
 
+import httpx
+import openai
+import pytest
+
 from scripts.bench_live_value import (
-    NavTask, Tally, before_after, heldout_task, make_users, map_tasks, optimal_moves, paired_rows, summary_rows,
-    task_candidate_id, thumb)
+    NavTask, Tally, before_after, heldout_task, make_users, map_tasks, optimal_moves, paired_rows, product_round,
+    summary_rows, task_candidate_id, thumb)
 from services.env.families.frozenlake import shortest_path
 from services.policy.prompting import SYSTEM_PROMPT
 
@@ -97,3 +101,26 @@ def test_the_candidate_id_is_the_ingest_services_hash_of_the_conversation_before
     candidate = task_candidate(settled, now=0.0)
     assert candidate is not None and candidate.candidate_id == task_candidate_id(task)
     assert shortest_path(MAP, 0, 0) is not None
+
+
+class _Product:
+    """Fails its round the way a product does when the run's servers went away mid-round."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def round(self, k: int) -> dict:
+        raise self.error
+
+
+REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/ingest/episodes")
+
+
+@pytest.mark.parametrize("error", [
+    httpx.ConnectError("[Errno 111] Connection refused", request=REQUEST),  # the ingest client (a CI run's failure)
+    openai.APIConnectionError(request=REQUEST),  # the policy's endpoint
+], ids=["ingest", "openai"])
+def test_a_product_round_cut_short_by_the_end_of_the_run_ends_the_product_and_fails_otherwise(error) -> None:
+    assert product_round(_Product(error), 1, run_ended=lambda: True) is None
+    with pytest.raises(RuntimeError, match="product round 1: .*(Connection refused|Connection error)"):
+        product_round(_Product(error), 1, run_ended=lambda: False)
