@@ -19,6 +19,7 @@ import typer
 from services.common.config import load_config
 from services.common.errors import ConfigError, ServiceFailedError
 from services.common.logs import configure_logging
+from services.common.task_stop import STOP_TASKS_S, cancel_until_done
 
 __all__ = ["service_main"]
 
@@ -33,10 +34,7 @@ def _run_without_joining_threads(coro: Coroutine[Any, Any, int]) -> int:
     except BaseException:
         # A failed start or crash: tidy up like asyncio.run (cancel tasks, close the loop) so the
         # error is reported and gRPC's poller is not torn down under a live loop.
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(cancel_until_done(asyncio.all_tasks(loop), STOP_TASKS_S))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
         raise

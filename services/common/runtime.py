@@ -20,6 +20,7 @@ from services.common.config import RunConfig, ServiceConfig
 from services.common.errors import BusLostError
 from services.common.grpc_runtime import add_services, bind_server
 from services.common.metrics import SERVICE_UP, start_metrics_server
+from services.common.task_stop import STOP_TASKS_S, cancel_until_done
 
 __all__ = ["Service", "run_service", "EXIT_NATS_LOST"]
 
@@ -133,12 +134,12 @@ async def run_service(service: Service) -> int:
     SERVICE_UP.labels(service.name).set(0)
     # In-flight event handlers are cancelled, not awaited: their messages were not acked, so
     # JetStream redelivers them to another worker (at-least-once); waiting could take minutes.
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    for task in [*service.background, link_watch]:
-        task.cancel()
-    await asyncio.gather(*service.background, link_watch, return_exceptions=True)
+    # Cancelled again until they end: a NATS call can lose a cancellation (`cancel_until_done`).
+    for group in (tasks, [*service.background, link_watch]):
+        running = await cancel_until_done(group, STOP_TASKS_S)
+        if running:
+            log.error("tasks still running after being cancelled; stopping without them",
+                      extra={"tasks": sorted(t.get_name() for t in running), "waited_s": STOP_TASKS_S})
     await server.stop(cfg.server.grace_s)
     await service.on_stop()
     await bus.close()

@@ -33,6 +33,7 @@ from nats.aio.msg import Msg
 from rlanything.v1.events_pb2 import JudgedTrajectory, ModelVersion, TaskPoolEvent, TaskReport
 
 from services.common.streams import Subjects
+from services.common.task_stop import cancel_until_done
 from services.run.monitor import StreamFollower, wait_caught_up
 
 __all__ = ["record_events", "read_events", "EVENT_FILES", "to_json", "EventRecorder"]
@@ -90,12 +91,7 @@ class EventRecorder:
         each follower is also told to stop and cancelled again until it ends."""
         for follower in self.followers.values():
             follower.stop()
-        pending = {t for t in self.tasks if not t.done()}
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while pending and asyncio.get_running_loop().time() < deadline:
-            for task in pending:
-                task.cancel()
-            _, pending = await asyncio.wait(pending, timeout=0.2)
+        pending = await cancel_until_done(self.tasks, timeout_s)
         if pending:
             log.warning("event recorders did not stop", extra={"tasks": sorted(t.get_name() for t in pending)})
         for handle in self.handles:
