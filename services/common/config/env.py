@@ -40,6 +40,9 @@ class FamilyConfig(StrictModel):
     screenshots: bool = Field(False, description="web only: put the page as PNG bytes in every Reset and Step "
                                                  "response (screenshot_png; for vision models; costs a capture per "
                                                  "step). Off: the observation is text only.")
+    distractor_ends_episode: bool = Field(
+        False, description="web only: a click on (or typing into) one of the elements the distractors knob added "
+                           "ends the episode as a failure; off: it changes nothing and the episode goes on.")
     observation: Literal["map", "window"] = Field(
         "map", description="gym_text only: 'map' = the whole map as text; 'window' = the 5x5 tiles around the "
                            "agent plus the goal's offset (a tiny model learns from it; see the README).")

@@ -38,7 +38,8 @@ def build_family(cfg: FamilyConfig, cache_dir: str | Path, sandbox: SandboxConfi
     elif cfg.type == "web":
         from services.env.families.web import WebFamily
 
-        family = WebFamily(browsers=cfg.browsers, screenshots=cfg.screenshots)
+        family = WebFamily(browsers=cfg.browsers, screenshots=cfg.screenshots,
+                           distractor_ends_episode=cfg.distractor_ends_episode)
     elif cfg.type == "code":
         from services.env.families.code_family import CodeFamily
 

@@ -35,7 +35,7 @@ from services.env.families.web_page import (DISTRACTOR_WORDS, TASKS, Element, ad
                                             flatten_dom, is_success, outcome_text, quoted, render_page)
 from services.env.web_variants import VariantError, fill_template, template_id
 
-__all__ = ["WebFamily", "WebEpisode", "DISTRACTOR_KIND", "INSTRUCTION_KEY"]
+__all__ = ["WebFamily", "WebEpisode", "DISTRACTOR_KIND", "DISTRACTOR_TEXT", "INSTRUCTION_KEY"]
 
 INSTRUCTION_KEY = "web_instruction"
 """``TaskVersion.metadata`` key of a written instruction template (`web_variants.instruction_template`)."""
@@ -43,6 +43,8 @@ INSTRUCTION_KEY = "web_instruction"
 DISTRACTOR_KIND: dict[str, str] = {"click-button": "button", "click-link": "link", "focus-text": "field",
                                    "enter-text": "field", "click-checkboxes": "checkbox", "login-user": "field"}
 """What the ``distractors`` knob adds to each task's page."""
+DISTRACTOR_TEXT = "That element does nothing for the task: the episode ends (failure)."
+"""What the agent reads when an action on a distractor ends its episode (``distractor_ends_episode``)."""
 
 
 class WebEpisode(Episode):
@@ -50,10 +52,12 @@ class WebEpisode(Episode):
     ends the episode or the episode is closed, whichever comes first."""
 
     def __init__(self, pool: BrowserPool, task: str, seed: int, distractors: int, min_text: int,
-                 screenshots: bool = False, template: str = "") -> None:
+                 screenshots: bool = False, template: str = "", distractor_ends_episode: bool = False) -> None:
         self.pool = pool
         self.task = task
         self.screenshots = screenshots
+        self.distractor_ends_episode = distractor_ends_episode
+        """An action on a distractor ends the episode as a failure (else it changes nothing)."""
         self.browser: Any = pool.acquire(task)
         try:
             self.browser.begin(task, seed, min_text, DISTRACTOR_KIND[task], distractors, DISTRACTOR_WORDS)
@@ -87,13 +91,16 @@ class WebEpisode(Episode):
 
     def step(self, action: str) -> StepResult:
         """Apply one ``click``/``type`` action; an unparsable one or one the page refuses (unknown
-        ref, typing into a button) changes nothing and says why in the observation."""
+        ref, typing into a button) changes nothing and says why in the observation. With
+        ``distractor_ends_episode``, an action on a distractor ends the episode as a failure."""
         if self.ended or self.browser is None:
             raise InvalidArgumentError("the web episode has ended")
         try:
             parsed = parse_action(action)
         except ActionSyntaxError as exc:
             return self._unchanged(f"Invalid action: {exc}")
+        if self.distractor_ends_episode and any(e.ref == parsed.ref and e.distractor for e in self.elements):
+            return self._end(DISTRACTOR_TEXT, won=False)
         try:
             refused = (self.browser.click(parsed.ref) if parsed.kind == "click"
                        else self.browser.type(parsed.ref, parsed.text))
@@ -105,13 +112,17 @@ class WebEpisode(Episode):
             self._give_back(broken=True)
             raise
         if snap["done"]:
-            self.ended = True
-            self.won = is_success(float(snap["raw"]))
-            self.observation = f"Instruction: {self.utterance}\n{outcome_text(float(snap['raw']))}"
-            self.admissible_actions = ()
-            self._give_back()
-            return StepResult(self.observation, (), 1.0 if self.won else 0.0, True, self.won, 0 if self.won else None)
+            raw = float(snap["raw"])
+            return self._end(outcome_text(raw), won=is_success(raw))
         return StepResult(self.observation, self.admissible_actions, 0.0, False, False, self._plan_length())
+
+    def _end(self, text: str, won: bool) -> StepResult:
+        self.ended = True
+        self.won = won
+        self.observation = f"Instruction: {self.utterance}\n{text}"
+        self.admissible_actions = ()
+        self._give_back()
+        return StepResult(self.observation, (), 1.0 if won else 0.0, True, won, 0 if won else None)
 
     def _unchanged(self, note: str) -> StepResult:
         observation = f"{note}\n{self.observation}"
@@ -149,9 +160,12 @@ class WebFamily(TaskFamily):
     )
     max_steps = 8
 
-    def __init__(self, browsers: int = 2, wait_s: float = 120.0, screenshots: bool = False) -> None:
+    def __init__(self, browsers: int = 2, wait_s: float = 120.0, screenshots: bool = False,
+                 distractor_ends_episode: bool = False) -> None:
         self.pool = BrowserPool(browsers, wait_s)
         self.screenshots = screenshots
+        self.distractor_ends_episode = distractor_ends_episode
+        """A click on or typing into a distractor ends the episode as a failure (`WebEpisode`)."""
         """Capture the page as PNG bytes after Reset and every Step (`Episode.screenshot_png`)."""
         self.written: dict[int, str] = {}
         """Written instruction templates by id (the ``instruction`` knob)."""
@@ -172,7 +186,8 @@ class WebFamily(TaskFamily):
         """
         task = self.task_of(spec)
         return WebEpisode(self.pool, task, int(spec.seed), int(spec.knobs.get("distractors", 0)),
-                          int(spec.knobs.get("min_text", 0)), self.screenshots, self.template_of(spec))
+                          int(spec.knobs.get("min_text", 0)), self.screenshots, self.template_of(spec),
+                          self.distractor_ends_episode)
 
     def template_of(self, spec: TaskSpec) -> str:
         """The written instruction template of ``spec`` ("" for the page's own instruction).

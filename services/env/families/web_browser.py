@@ -66,6 +66,7 @@ for (var i = 0; i < n; i++) {
     el.appendChild(c); el.appendChild(document.createTextNode(w));
   } else { el = document.createElement('input'); el.type = 'text'; el.style.width = '60px'; }
   el.setAttribute('data-rla-distractor', '1');
+  el.classList.add('rla-distractor');  // web_page.DISTRACTOR_CLASS: getDOMInfo reports it
   var kids = area.children, at = Math.floor(Math.random() * (kids.length + 1));
   area.insertBefore(el, at < kids.length ? kids[at] : null);
 }

@@ -21,7 +21,7 @@ from typing import Any
 
 from services.env.families.web_actions import WebAction, format_action
 
-__all__ = ["TASKS", "TYPING_TASKS", "DISTRACTOR_WORDS", "Element", "flatten_dom", "render_page",
+__all__ = ["TASKS", "TYPING_TASKS", "DISTRACTOR_WORDS", "DISTRACTOR_CLASS", "Element", "flatten_dom", "render_page",
            "admissible_actions", "quoted", "expert_plan", "is_success", "outcome_text"]
 
 TASKS: tuple[str, ...] = ("click-button", "click-link", "focus-text", "enter-text", "click-checkboxes", "login-user")
@@ -38,6 +38,10 @@ _TYPABLE = frozenset({"INPUT_text", "INPUT_password", "INPUT_email", "INPUT_sear
                       "INPUT_number", "TEXTAREA"})
 
 
+DISTRACTOR_CLASS = "rla-distractor"
+"""CSS class of every element the ``distractors`` knob adds (set by `web_browser`'s page set-up)."""
+
+
 @dataclass(frozen=True)
 class Element:
     """One element (or text run, ``tag == "t"``, negative ``ref``) of the page, in document order."""
@@ -51,6 +55,8 @@ class Element:
     focused: bool = False
     label: str = ""
     """For an input inside a ``<label>``: the label's text (a checkbox's name)."""
+    distractor: bool = False
+    """Added by the ``distractors`` knob (class `DISTRACTOR_CLASS` on it or on an element around it)."""
 
     @property
     def interactive(self) -> bool:
@@ -64,19 +70,22 @@ class Element:
         return self.ref > 0 and self.tag in _TYPABLE
 
 
-def flatten_dom(node: Mapping[str, Any], parent_label: str = "") -> list[Element]:
+def flatten_dom(node: Mapping[str, Any], parent_label: str = "", in_distractor: bool = False) -> list[Element]:
     """The elements of a ``core.getDOMInfo()`` tree in document order (depth first)."""
     tag = str(node.get("tag", ""))
     children = node.get("children") or []
+    classes = str(node.get("classes") or "")
+    distractor = in_distractor or DISTRACTOR_CLASS in classes.split()
     own_label = ""
     if tag == "LABEL":
         own_label = " ".join(str(c.get("text", "")) for c in children if c.get("tag") == "t").strip() or \
             str(node.get("text") or "").strip()
     out = [Element(ref=int(node.get("ref", 0)), tag=tag, text=str(node.get("text") or "").strip(),
-                   id=str(node.get("id") or ""), classes=str(node.get("classes") or ""),
-                   value=node.get("value"), focused=bool(node.get("focused", False)), label=parent_label)]
+                   id=str(node.get("id") or ""), classes=classes,
+                   value=node.get("value"), focused=bool(node.get("focused", False)), label=parent_label,
+                   distractor=distractor)]
     for child in children:
-        out += flatten_dom(child, own_label)
+        out += flatten_dom(child, own_label, distractor)
     return out
 
 

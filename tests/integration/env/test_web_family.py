@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from services.env.families.base import TaskSpec
-from services.env.families.web import WebFamily
+from services.env.families.web import DISTRACTOR_TEXT, WebFamily
 from services.env.families.web_browser import VIEWPORT, BrowserMissingError, descendants, find_browser
 from services.env.families.web_page import TASKS, TYPING_TASKS, quoted
 
@@ -76,6 +76,34 @@ def test_distractors_add_inert_elements_to_the_same_page(family: WebFamily) -> N
     finally:
         plain.close()
         busy.close()
+
+
+DISTRACTOR_TAG = {"click-button": "BUTTON", "click-link": "SPAN", "focus-text": "INPUT_text",
+                  "click-checkboxes": "INPUT_checkbox"}
+
+
+@needs_browser
+@pytest.mark.parametrize("task", sorted(DISTRACTOR_TAG))
+def test_with_distractor_ends_episode_an_action_on_a_distractor_ends_the_episode_as_a_failure(task: str) -> None:
+    family = WebFamily(browsers=1, distractor_ends_episode=True)
+    try:
+        for action in ("click {ref}", 'type {ref} "abc"') if task == "focus-text" else ("click {ref}",):
+            episode = family.make_episode(spec(task, 5, distractors=3), 0)
+            marked = [e for e in episode.elements if e.distractor and e.tag == DISTRACTOR_TAG[task]]
+            assert len(marked) == 3, episode.observation
+            assert not any(e.distractor for e in episode.elements if f"click {e.ref}" in episode.oracle_plan())
+            result = episode.step(action.format(ref=marked[1].ref))
+            assert (result.terminated, result.won, result.reward, result.oracle_plan_length) == (True, False, 0.0, None)
+            assert result.observation.endswith(DISTRACTOR_TEXT) and result.admissible_actions == ()
+            assert episode.browser is None  # back in the pool: the next episode gets it
+            again = family.make_episode(spec(task, 5, distractors=3), 0)  # the same page, played to a win
+            for step in again.oracle_plan():
+                result = again.step(step)
+            assert result.won, again.observation
+            again.close()
+        assert family.pool.started_total == 1
+    finally:
+        family.close()
 
 
 @needs_browser
