@@ -38,8 +38,17 @@ _POOL_ONLY = {"train_slots", "heldout_slots", "ood_slots", "ood_knobs", "propose
 not read (web screenshots), and never change what the cold start learns from."""
 
 
+_KEYED_WHEN_SET = {"distractor_ends_episode"}
+"""Family fields added after cold starts were cached: part of the key only away from their default,
+so the cold starts cached before they existed keep their keys."""
+
+
 def _family_key(fam_cfg: FamilyConfig) -> dict:
-    return fam_cfg.model_dump(mode="json", exclude=_POOL_ONLY)
+    key = fam_cfg.model_dump(mode="json", exclude=_POOL_ONLY)
+    for name in _KEYED_WHEN_SET:
+        if key[name] == FamilyConfig.model_fields[name].default:
+            del key[name]
+    return key
 
 
 def _eval_families(config: RunConfig, kind: str = "") -> list[FamilyConfig]:

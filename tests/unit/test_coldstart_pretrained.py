@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.common.config import RunConfig
-from services.run.coldstart import coldstart_errors, policy_coldstart_dir, policy_needs_coldstart, sft_lora
+from services.run.coldstart import _POOL_ONLY, coldstart_errors, policy_coldstart_dir, policy_needs_coldstart, sft_lora
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILY = {"type": "reasoning_gym", "dataset": "basic_arithmetic", "knobs": {"level": 0}}
@@ -126,3 +126,20 @@ def test_with_eval_slots_the_seed_picks_the_cold_start_its_tasks_are_kept_apart_
     assert policy_coldstart_dir(config(0, **held)) != policy_coldstart_dir(config(0))
     assert policy_coldstart_dir(config(0, **held)) != policy_coldstart_dir(config(0, heldout_slots=50))
     assert policy_coldstart_dir(config(0)) == policy_coldstart_dir(config(1))  # nothing held out: one for all seeds
+
+
+def test_distractor_ends_episode_keys_the_cold_start_only_when_set() -> None:
+    """A family field added later leaves the keys of cold starts cached before it alone (the key of
+    the family's fields as they were), and keys a cold start of its own when set."""
+    from services.common.config import load_config
+    from services.common.config.env import FamilyConfig
+    from services.run.coldstart import _family_key
+
+    web = load_config(Path("configs/web.yaml"), [])
+    family = web.env.families[0]
+    before = family.model_dump(mode="json", exclude={"distractor_ends_episode"} | _POOL_ONLY)
+    assert _family_key(family) == before
+    ending = load_config(Path("configs/web.yaml"), ["env.families.0.distractor_ends_episode=true"])
+    assert _family_key(ending.env.families[0]) == {**before, "distractor_ends_episode": True}
+    assert policy_coldstart_dir(ending) != policy_coldstart_dir(web)
+    assert FamilyConfig.model_fields["distractor_ends_episode"].default is False
