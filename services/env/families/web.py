@@ -164,9 +164,9 @@ class WebFamily(TaskFamily):
                  distractor_ends_episode: bool = False) -> None:
         self.pool = BrowserPool(browsers, wait_s)
         self.screenshots = screenshots
+        """Capture the page as PNG bytes after Reset and every Step (`Episode.screenshot_png`)."""
         self.distractor_ends_episode = distractor_ends_episode
         """A click on or typing into a distractor ends the episode as a failure (`WebEpisode`)."""
-        """Capture the page as PNG bytes after Reset and every Step (`Episode.screenshot_png`)."""
         self.written: dict[int, str] = {}
         """Written instruction templates by id (the ``instruction`` knob)."""
         self.max_open_episodes = browsers
