@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import nats.errors
 import pytest
-from nats.js.errors import NoStreamResponseError
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 
 from rlanything.v1 import events_pb2
 from services.common.bus import Delivery, EventBus, safe_url, server_urls
@@ -42,8 +42,10 @@ def _node_named(cluster: NatsCluster, name: str) -> NatsServer:
 
 
 RETRIED = (nats.errors.TimeoutError, NoStreamResponseError, nats.errors.NoRespondersError,
-           nats.errors.ConnectionReconnectingError)
-"""What a JetStream request raises while a stream elects a new leader (a few seconds)."""
+           nats.errors.ConnectionReconnectingError, ServiceUnavailableError)
+"""What a JetStream request raises while a stream or consumer elects a new leader (a few seconds): a
+pull request to a consumer still electing its leader is answered 503 (``ServiceUnavailableError``),
+which the services' consumer loops retry too (`services.common.bus.CONNECTION_ERRORS`)."""
 
 
 async def _retrying(call: Callable[[], Awaitable[T]], timeout_s: float = 60.0) -> T:
