@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.errors import BusyError, RLAnythingError
+from services.env.families.web_page import DISTRACTOR_CLASS
 
 __all__ = ["BrowserMissingError", "find_browser", "Browser", "BrowserPool", "PAGE_CLOCK_MS", "VIEWPORT", "descendants",
            "miniwob_pages"]
@@ -40,9 +41,10 @@ PAGE_CLOCK_MS = 2**31 - 1
 """The page's episode time limit during an episode (ms; the largest setTimeout delay browsers honour)."""
 
 _BEGIN_JS = """
-var seed = arguments[0], minText = arguments[1], kind = arguments[2], n = arguments[3], words = arguments[4];
+var seed = arguments[0], minText = arguments[1], kind = arguments[2], n = arguments[3], words = arguments[4],
+    mark = arguments[6];
 if (core.EP_TIMER !== null) { core.endEpisode(0); }
-document.querySelectorAll('[data-rla-distractor]').forEach(function (e) { e.remove(); });
+document.querySelectorAll('.' + mark).forEach(function (e) { e.remove(); });
 core.EPISODE_MAX_TIME = arguments[5];
 var draws = 0;
 for (;;) {
@@ -65,8 +67,7 @@ for (var i = 0; i < n; i++) {
     el = document.createElement('label'); c = document.createElement('input'); c.type = 'checkbox';
     el.appendChild(c); el.appendChild(document.createTextNode(w));
   } else { el = document.createElement('input'); el.type = 'text'; el.style.width = '60px'; }
-  el.setAttribute('data-rla-distractor', '1');
-  el.classList.add('rla-distractor');  // web_page.DISTRACTOR_CLASS: getDOMInfo reports it
+  el.classList.add(mark);  // getDOMInfo reports it; the next episode removes it
   var kids = area.children, at = Math.floor(Math.random() * (kids.length + 1));
   area.insertBefore(el, at < kids.length ? kids[at] : null);
 }
@@ -176,7 +177,8 @@ class Browser:
               words: tuple[str, ...] = ()) -> int:
         """Start an episode of ``task`` (a MiniWoB page name) whose problem is drawn from ``seed``
         (redrawn until every quoted text is at least ``min_text`` characters, at most 200 draws),
-        with ``distractors`` inert elements of ``distractor_kind`` added; returns the draws made."""
+        with ``distractors`` inert elements of ``distractor_kind`` added (class
+        `web_page.DISTRACTOR_CLASS`; those of the episode before are removed); returns the draws made."""
         if task != self.task:
             self.driver.get((miniwob_pages() / f"{task}.html").as_uri())
             deadline = time.monotonic() + 10.0
@@ -187,7 +189,7 @@ class Browser:
             self.task = task
         self.episodes += 1
         return int(self.driver.execute_script(_BEGIN_JS, f"rla-{seed}", min_text, distractor_kind, distractors,
-                                              list(words), PAGE_CLOCK_MS))
+                                              list(words), PAGE_CLOCK_MS, DISTRACTOR_CLASS))
 
     def snapshot(self) -> dict[str, Any]:
         """``utterance``, ``dom`` (``core.getDOMInfo()``; None once done), ``done``, ``raw`` (the raw

@@ -97,6 +97,8 @@ def test_with_distractor_ends_episode_an_action_on_a_distractor_ends_the_episode
             assert result.observation.endswith(DISTRACTOR_TEXT) and result.admissible_actions == ()
             assert episode.browser is None  # back in the pool: the next episode gets it
             again = family.make_episode(spec(task, 5, distractors=3), 0)  # the same page, played to a win
+            # in the same browser: the page before's distractors are gone, the new ones there
+            assert sum(e.distractor and e.tag == DISTRACTOR_TAG[task] for e in again.elements) == 3, again.observation
             for step in again.oracle_plan():
                 result = again.step(step)
             assert result.won, again.observation
