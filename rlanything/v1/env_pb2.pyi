@@ -92,7 +92,7 @@ class StepRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
 
 class StepResponse(_message.Message):
-    __slots__ = ("observation", "admissible_actions", "reward", "terminated", "truncated", "won", "oracle_label", "oracle_plan_length", "screenshot_png")
+    __slots__ = ("observation", "admissible_actions", "reward", "terminated", "truncated", "won", "oracle_label", "oracle_plan_length", "screenshot_png", "test_verdicts")
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     ADMISSIBLE_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,7 @@ class StepResponse(_message.Message):
     ORACLE_LABEL_FIELD_NUMBER: _ClassVar[int]
     ORACLE_PLAN_LENGTH_FIELD_NUMBER: _ClassVar[int]
     SCREENSHOT_PNG_FIELD_NUMBER: _ClassVar[int]
+    TEST_VERDICTS_FIELD_NUMBER: _ClassVar[int]
     observation: str
     admissible_actions: _containers.RepeatedScalarFieldContainer[str]
     reward: float
@@ -111,7 +112,8 @@ class StepResponse(_message.Message):
     oracle_label: _events_pb2.StepLabel
     oracle_plan_length: int
     screenshot_png: bytes
-    def __init__(self, observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., won: _Optional[bool] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ..., oracle_plan_length: _Optional[int] = ..., screenshot_png: _Optional[bytes] = ...) -> None: ...
+    test_verdicts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., reward: _Optional[float] = ..., terminated: _Optional[bool] = ..., truncated: _Optional[bool] = ..., won: _Optional[bool] = ..., oracle_label: _Optional[_Union[_events_pb2.StepLabel, str]] = ..., oracle_plan_length: _Optional[int] = ..., screenshot_png: _Optional[bytes] = ..., test_verdicts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CloseRequest(_message.Message):
     __slots__ = ("session_id",)

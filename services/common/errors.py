@@ -12,6 +12,7 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "InvalidEventError",
+    "UnavailableError",
     "TransientError",
     "ServiceFailedError",
     "BusLostError",
@@ -62,6 +63,11 @@ class InvalidKeyError(InvalidEventError, InvalidArgumentError):
 class BusyError(RLAnythingError, RuntimeError):
     """Raised when a server refuses a request because too many are in progress (backpressure);
     gRPC RESOURCE_EXHAUSTED, HTTP 429. The caller should retry later."""
+
+
+class UnavailableError(RLAnythingError, RuntimeError):
+    """Raised by a server that could not do a request for a reason of its own, not the request's (a
+    sandbox worker lost, say); gRPC UNAVAILABLE. Nothing was decided: the caller should retry."""
 
 
 class TransientError(RLAnythingError, RuntimeError):

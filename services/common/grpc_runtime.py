@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from services.common.config.base import MAX_MESSAGE_BYTES
 from services.common.contract_version import CONTRACT_VERSION, GRPC_METADATA_KEY, peer_version_problem
-from services.common.errors import BusyError, InvalidArgumentError, NotFoundError, ServiceFailedError
+from services.common.errors import BusyError, InvalidArgumentError, NotFoundError, ServiceFailedError, UnavailableError
 
 __all__ = [
     "create_server",
@@ -254,7 +254,8 @@ def map_errors(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R
     """Decorate an async servicer method: project errors become gRPC status codes.
 
     `InvalidArgumentError` → INVALID_ARGUMENT, `NotFoundError` → NOT_FOUND, `BusyError` →
-    RESOURCE_EXHAUSTED, each with the exception's message as details. Anything else propagates
+    RESOURCE_EXHAUSTED, `UnavailableError` (a sandbox fault, say) → UNAVAILABLE, each with the
+    exception's message as details. Anything else propagates
     (gRPC reports UNKNOWN).
     """
 
@@ -268,6 +269,8 @@ def map_errors(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except BusyError as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        except UnavailableError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         raise AssertionError("unreachable: context.abort raises")
 
     return wrapper

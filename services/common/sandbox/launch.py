@@ -11,7 +11,7 @@ from pathlib import Path
 from services.common.config.sandbox import SandboxConfig
 from services.common.sandbox.errors import SandboxStartError
 
-__all__ = ["WORKER_PATH", "base_python", "bwrap_args", "find_bwrap", "worker_command", "require_root"]
+__all__ = ["WORKER_PATH", "SANDBOX_WORKER_PATH", "base_python", "bwrap_args", "find_bwrap", "worker_command", "require_root"]
 
 WORKER_PATH = str(Path(__file__).with_name("worker.py"))
 """The worker script, run by path (standard library only)."""
@@ -27,27 +27,36 @@ def base_python() -> str:
     return os.path.realpath(sys.executable)
 
 
+SANDBOX_WORKER_PATH = "/run/rlanything/sandbox_worker.py"
+"""Where the worker script is mounted inside bubblewrap: a fixed path, so whatever path the checkout has
+(under /tmp, where the sandbox's own tmpfs lies, or with spaces) the worker is reachable."""
+
+
 def bwrap_args(*, python: str, prefix: str, worker_path: str, scratch_bytes: int) -> list[str]:
     """bubblewrap's options for one worker (before ``--``): PID, IPC, UTS, cgroup and network namespaces,
     no user namespace (the worker stays root with only :data:`BWRAP_CAPS`), dies with its parent, its
-    own session; visible: /usr, /lib*, /bin, /sbin and /etc/ld.so.cache read-only, the interpreter's
-    prefix and the worker script read-only, fresh /proc and /dev, a root-owned tmpfs /tmp of
-    ``scratch_bytes``."""
+    own session; visible: /usr, /lib*, /bin, /sbin and /etc/ld.so.cache read-only, fresh /proc and /dev,
+    a root-owned tmpfs /tmp of ``scratch_bytes``, then (over it, so a prefix under /tmp stays reachable)
+    the interpreter's prefix read-only at its own path and the worker script read-only at
+    :data:`SANDBOX_WORKER_PATH`."""
     args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
             "--ro-bind", "/usr", "/usr"]
     for path in ("/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/localtime"):
         args += ["--ro-bind-try", path, path]
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "0755", "--size", str(scratch_bytes), "--tmpfs", "/tmp"]
     if not prefix.startswith("/usr/"):
         # parents made 0755 in the sandbox (e.g. /root, 0700 on the host): the uid can reach the interpreter
         parts = prefix.split("/")
         for i in range(2, len(parts)):
-            args += ["--perms", "0755", "--dir", "/".join(parts[:i])]
+            parent = "/".join(parts[:i])
+            if parent != "/tmp":
+                args += ["--perms", "0755", "--dir", parent]
         args += ["--ro-bind", prefix, prefix]
     if not python.startswith(prefix + "/") and not python.startswith("/usr/"):
         args += ["--ro-bind", python, python]
-    args += ["--ro-bind", worker_path, worker_path, "--proc", "/proc", "--dev", "/dev",
-             "--perms", "0755", "--size", str(scratch_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    args += ["--ro-bind", worker_path, SANDBOX_WORKER_PATH, "--chdir", "/tmp"]
     for cap in BWRAP_CAPS:
         args += ["--cap-add", cap]
     return args
@@ -86,11 +95,11 @@ def worker_command(config: SandboxConfig, uid: int, host_netns: int, bwrap: str 
     python = base_python()
     settings = {"isolation": config.isolation, "uid": uid, "scratch_bytes": config.scratch_mb << 20,
                 "host_netns": host_netns}
-    command = [python, "-I", "-S", WORKER_PATH, json.dumps(settings)]
     if config.isolation == "bwrap":
         if bwrap is None:
             raise ValueError("worker_command: isolation bwrap needs the bwrap path")
         prefix = os.path.realpath(sys.base_prefix)
         return [bwrap, *bwrap_args(python=python, prefix=prefix, worker_path=WORKER_PATH,
-                                   scratch_bytes=config.scratch_mb << 20), "--", *command]
-    return command
+                                   scratch_bytes=config.scratch_mb << 20),
+                "--", python, "-I", "-S", SANDBOX_WORKER_PATH, json.dumps(settings)]
+    return [python, "-I", "-S", WORKER_PATH, json.dumps(settings)]

@@ -194,7 +194,9 @@ class Sandbox:
             raise ValueError(f"timeout_s must be in (0, 600] seconds, got {timeout_s!r}")
         cpu_limit = max(1, math.ceil(timeout))
         job = {"program": program, "stdin": stdin, "timeout_s": float(timeout), "cpu_s": cpu_limit,
-               "memory_bytes": self.config.memory_mb << 20, "max_processes": self.config.max_processes,
+               "memory_bytes": self.config.memory_mb << 20,
+               "address_space_bytes": self.config.process_address_space_mb << 20,
+               "max_processes": self.config.max_processes,
                "max_file_bytes": self.config.max_file_mb << 20,
                "max_output_bytes": self.config.max_output_bytes}
         w = self._idle.get()
@@ -209,13 +211,15 @@ class Sandbox:
             verdict, detail = classify(
                 exit_code=raw["exit_code"], signal_number=raw["signal"], timed_out=raw["timed_out"],
                 output_exceeded=raw["output_exceeded"], cpu_s=raw["cpu_s"], cpu_limit_s=cpu_limit,
-                timeout_s=timeout, max_output_bytes=self.config.max_output_bytes)
+                timeout_s=timeout, max_output_bytes=self.config.max_output_bytes,
+                memory_exceeded=raw["memory_exceeded"], memory_limit_bytes=self.config.memory_mb << 20,
+                process_limit_hit=raw["process_limit_hit"], max_processes=self.config.max_processes)
         except ValueError as error:
             raise SandboxError(f"sandbox worker for uid {w.uid}: {error}") from error
         return RunResult(stdout=raw["stdout"], stderr=raw["stderr"], exit_code=raw["exit_code"],
                          signal=raw["signal"], verdict=verdict, detail=detail, wall_s=raw["wall_s"],
                          cpu_s=raw["cpu_s"], stdout_truncated=raw["stdout_truncated"],
-                         stderr_truncated=raw["stderr_truncated"])
+                         stderr_truncated=raw["stderr_truncated"], peak_memory_bytes=raw["peak_memory_bytes"])
 
     def run_many(self, jobs: Iterable[Job]) -> list[RunResult]:
         """Run every job, up to ``config.workers`` at once; results in the order of ``jobs``. Raises as

@@ -57,6 +57,9 @@ AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 1
 SYS_MOUNT_SETATTR = 442  # the same number on x86_64 and aarch64
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 CHUNK = 65536
+WATCH_MS = 20
+"""Milliseconds between two samples of a run's memory and process count (`RunUsage`)."""
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -215,7 +218,7 @@ def _child(job: dict, scratch: str, stdin_fd: int, out_w: int, err_w: int, uid: 
         os.chdir(scratch)
         cpu = int(job["cpu_s"])
         for limit, value in ((resource.RLIMIT_CPU, (cpu, cpu + 1)),
-                             (resource.RLIMIT_AS, (job["memory_bytes"],) * 2),
+                             (resource.RLIMIT_AS, (job["address_space_bytes"],) * 2),
                              (resource.RLIMIT_NPROC, (job["max_processes"],) * 2),
                              (resource.RLIMIT_FSIZE, (job["max_file_bytes"],) * 2),
                              (resource.RLIMIT_NOFILE, (64, 64)),
@@ -231,7 +234,11 @@ def _child(job: dict, scratch: str, stdin_fd: int, out_w: int, err_w: int, uid: 
         import tempfile
         tempfile.tempdir = scratch
         sys.stdin = open(0, "r", encoding="utf-8", errors="replace", closefd=False)
+        # as CPython sets up stdout on a pipe: text writes pass straight to the buffer (write_through), so
+        # print() and sys.stdout.buffer.write() come out in the order the program made them
         sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stdout.reconfigure(write_through=True)
+        sys.set_int_max_str_digits(0)  # no 4,300-digit cap on int <-> str: a program prints its big integers
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
         sys.argv = ["program"]
     except BaseException:
@@ -311,12 +318,14 @@ class Worker:
         exceeded: str | None = None
         open_fds = {out_r, err_r}
         exited = False
-        while not exited and exceeded is None:
+        usage = RunUsage(self.uid)
+        while not exited and exceeded is None and not usage.over(job["memory_bytes"]):
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
                 break
-            for fd, _ in poller.poll(max(1, int(left * 1000) + 1)):
+            usage.sample(job["max_processes"])
+            for fd, _ in poller.poll(min(WATCH_MS, max(1, int(left * 1000) + 1))):
                 if fd == pidfd:
                     exited = True
                 elif fd in open_fds:
@@ -358,7 +367,44 @@ class Worker:
             "stdout_truncated": truncated["stdout"],
             "stderr_truncated": truncated["stderr"],
             "scratch_left": os.path.exists(scratch),
+            "memory_exceeded": usage.over(job["memory_bytes"]),
+            "peak_memory_bytes": usage.peak_bytes,
+            "process_limit_hit": usage.limit_hit,
         }
+
+
+class RunUsage:
+    """The memory and process count of one run, sampled from /proc: the processes whose owner is the
+    run's uid (inside bubblewrap's PID namespace only the run's own; in fork isolation /proc is the
+    host's, and the uid is still the run's alone). ``peak_bytes`` is the largest sum of their resident
+    sets seen; ``limit_hit`` whether their processes and threads together reached the process limit."""
+
+    def __init__(self, uid: int) -> None:
+        self.uid = uid
+        self.peak_bytes = 0
+        self.limit_hit = False
+
+    def sample(self, max_processes: int) -> None:
+        """One sample: the run's summed resident bytes (``peak_bytes`` keeps the largest) and its tasks."""
+        total = tasks = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid != self.uid:
+                    continue
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # exited meanwhile
+            tasks += int(fields[17])  # num_threads (field 20 of proc(5), counted after the name)
+            total += int(fields[21]) * PAGE  # rss in pages (field 24)
+        self.peak_bytes = max(self.peak_bytes, total)
+        self.limit_hit = self.limit_hit or tasks >= max_processes
+
+    def over(self, limit_bytes: int) -> bool:
+        """Has any sample passed ``limit_bytes``?"""
+        return self.peak_bytes > limit_bytes
 
 
 def _end_descendants(uid: int) -> None:

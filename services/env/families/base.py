@@ -58,6 +58,8 @@ class StepResult:
     oracle_label: int | None = None
     """The step's `StepLabel` when the environment decides it itself (a remote server); None: it is
     derived from the plan lengths before and after (`services.env.oracle.step_label`)."""
+    test_verdicts: tuple[str, ...] = ()
+    """Code families: each ground-truth test's verdict (`services.common.sandbox.Verdict` values)."""
 
 
 class Episode(ABC):

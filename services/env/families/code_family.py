@@ -6,8 +6,11 @@ chain; ``examples``: input/output pairs shown), plus problems the environment mo
 answer: the program (the first fenced code block of the answer, else all of it) is run once per
 ground-truth test through :class:`services.common.sandbox.Sandbox` — nothing the model wrote runs
 anywhere else — and the reward is the fraction of tests it passes (a test passes when the run ends
-with verdict ``ok`` and its output matches after `outputs_match`'s normalisation); the episode is
-won when it passes all of them. The oracle's plan is the reference solution.
+``OK`` and the problem's checker accepts its output: `judge_output`); the episode is won when it
+passes all of them. Each test's verdict (OK, WA, TLE, MLE, RE, OLE) is in the step's result. When the
+sandbox itself fails (verdict INFRA) the step raises `SandboxError` and the episode stays unanswered,
+so the Step can be retried: an infrastructure fault is never a reward. The oracle's plan is the
+reference solution.
 
 The sandbox starts with `start` (the env service calls it at start-up, so a sandbox that cannot set
 up its isolation stops the service from starting) or at the first run.
@@ -21,7 +24,8 @@ from collections.abc import Callable, Sequence
 
 from services.common.config.sandbox import SandboxConfig
 from services.common.errors import InvalidArgumentError
-from services.common.sandbox import Job, RunResult, Sandbox, outputs_match
+from services.common.sandbox import Job, RunResult, Sandbox, Verdict
+from services.common.sandbox.checkers import Checker, judge_output
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
 from services.env.families.code_problems import MAX_CONSTANT, MAX_FACTOR, TASK_TEXT, CodeProblem, extract_program, make_problem
 
@@ -33,9 +37,9 @@ WRITTEN_BIT = 1 << 62
 TestRunner = Callable[[str, Sequence[tuple[str, str]]], list[RunResult]]
 
 
-def passes_test(result: RunResult, expected: str) -> bool:
-    """A ground-truth test passes: the run ended ``ok`` and printed ``expected`` (after `outputs_match`)."""
-    return result.ok and outputs_match(result.stdout, expected)
+def passes_test(result: RunResult, expected: str, checker: Checker = Checker()) -> bool:
+    """A ground-truth test passes: the run ended ``OK`` and ``checker`` accepts its output for ``expected``."""
+    return judge_output(result, expected, checker) is Verdict.OK
 
 
 def written_seed(problem: CodeProblem) -> int:
@@ -73,17 +77,21 @@ class CodeEpisode(Episode):
         """
         if self.done:
             return StepResult("The problem was already answered.", (), 0.0, True, False, None)
-        self.done = True
         program = extract_program(action)
-        results = self.run_tests(program, self.problem.tests)
-        self.passed = [passes_test(r, expected) for r, (_, expected) in zip(results, self.problem.tests, strict=True)]
+        results = self.run_tests(program, self.problem.tests)  # SandboxError: not answered, may be retried
+        self.done = True
+        checker = Checker.parse(self.problem.checker)
+        verdicts = [judge_output(r, expected, checker) for r, (_, expected) in
+                    zip(results, self.problem.tests, strict=True)]
+        self.passed = [v is Verdict.OK for v in verdicts]
         share = sum(self.passed) / len(self.passed)
         won = all(self.passed)
-        failed = next((r for r, ok in zip(results, self.passed, strict=True) if not ok), None)
-        why = ("" if failed is None else " First failure: wrong output." if failed.ok  # inputs stay hidden
-               else f" First failure: {failed.verdict.value} ({failed.detail}).")
+        failed = next(((r, v) for r, v in zip(results, verdicts, strict=True) if v is not Verdict.OK), None)
+        why = ("" if failed is None else " First failure: WA (wrong output)." if failed[1] is Verdict.WA  # inputs stay hidden
+               else f" First failure: {failed[1].value} ({failed[0].detail}).")
         self.observation = f"Passed {sum(self.passed)} of {len(self.passed)} tests.{why}"
-        return StepResult(self.observation, (), share, True, won, 0 if won else None)
+        return StepResult(self.observation, (), share, True, won, 0 if won else None,
+                          test_verdicts=tuple(v.value for v in verdicts))
 
     def oracle_plan(self) -> list[str] | None:
         """The reference solution as a one-step plan ([] once answered)."""

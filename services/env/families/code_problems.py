@@ -26,7 +26,8 @@ TESTS = 8
 """Ground-truth tests per procedural problem."""
 INPUT_RANGE = (-99, 99)
 """Inputs of examples and tests are drawn from this closed range."""
-TASK_TEXT = "Write a Python 3 program that reads its input from standard input and prints its answer."
+TASK_TEXT = ("Write a Python 3 program that reads its input from standard input and prints its answer. "
+             "Only the Python standard library can be imported.")
 MAX_CONSTANT = 9
 """Default largest constant of an ``add``/``subtract`` step (knob ``max_constant``)."""
 MAX_FACTOR = 5
@@ -51,6 +52,9 @@ class CodeProblem:
     tests: tuple[tuple[str, str], ...]
     key: str
     """What makes two problems the same instance (`function_key` for procedural problems)."""
+    checker: str = "exact"
+    """How an output is compared with a test's expected one (`services.common.sandbox.Checker.parse`:
+    ``exact``, ``token``, ``float:rel=R,abs=A``); the statement says so when it is not exact."""
 
 
 def draw_steps(ops: int, rng: random.Random, max_constant: int = MAX_CONSTANT,

@@ -10,8 +10,9 @@ stored in ``<cache_dir>/<content hash>.json`` (the tests, or why the problem is 
 tests are built once per cache and stay the same.
 
 Everything else is `CodeFamily`'s: an answer's program runs once per test in the sandbox, its reward
-is the share of tests passed (a test passes when the run ends ``ok`` and its output matches after
-`outputs_match`'s normalisation: the JSON text must be the reference's, up to trailing whitespace);
+is the share of tests passed (a test passes when the run ends ``OK`` and the problem's checker accepts
+its output: the JSON text must be the reference's up to trailing whitespace, and when the reference
+prints floating-point numbers each may differ by a relative 1e-6, `codeio_problems.checker_for`);
 rewritten problems (`add_written`) are played and checked (`code_variants.check_code_variant`) the
 same way.
 """

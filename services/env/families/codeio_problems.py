@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.common.errors import InvalidArgumentError
+from services.common.sandbox.checkers import FLOAT_DEFAULT
 from services.env.families.code_problems import CodeProblem
 
 __all__ = ["CodeIOEntry", "load_entries", "stdlib_only", "generator_program", "reference_program",
@@ -130,10 +131,25 @@ def reference_program(entry: CodeIOEntry) -> str:
             "print(_json.dumps(main_solution(**_json.loads(_sys.stdin.read()))))\n")
 
 
-def statement(entry: CodeIOEntry, examples: list[tuple[str, str]]) -> str:
-    """What the policy is shown: the description, the input/output spec, the I/O format, the examples."""
+def statement(entry: CodeIOEntry, examples: list[tuple[str, str]], checker: str = "exact") -> str:
+    """What the policy is shown: the description, the input/output spec, the I/O format, how numbers are
+    compared when the checker is not exact (`checker_for`), the examples."""
     shown = "".join(f"\ninput {stdin.strip()} -> output {out.strip()}" for stdin, out in examples)
-    return (f"{entry.description}\n\n{entry.io_spec}\n\n{IO_TEXT}" + (f"\nExamples:{shown}" if shown else ""))
+    tolerance = "" if checker == "exact" else f"\n{FLOAT_TEXT.format(rel=FLOAT_DEFAULT.rel)}"
+    return (f"{entry.description}\n\n{entry.io_spec}\n\n{IO_TEXT}{tolerance}" + (f"\nExamples:{shown}" if shown else ""))
+
+
+FLOAT_TEXT = "Floating-point numbers in the output are accepted within a relative error of {rel:g}."
+"""The statement's line for a problem compared by the float checker."""
+
+
+def checker_for(outputs: list[str]) -> str:
+    """The checker a problem declares from its reference outputs: the float checker (`FLOAT_DEFAULT`:
+    relative 1e-6, absolute 1e-9) when any output holds a floating-point number, else exact."""
+    return str(FLOAT_DEFAULT) if any(_FLOAT.search(o) for o in outputs) else "exact"
+
+
+_FLOAT = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
 
 
 def problem_from_runs(entry: CodeIOEntry, inputs: list[str], outputs: list[str], examples: int) -> CodeProblem:
@@ -151,5 +167,6 @@ def problem_from_runs(entry: CodeIOEntry, inputs: list[str], outputs: list[str],
         raise InvalidArgumentError(f"codeio: {len(inputs)} inputs and {len(outputs)} outputs, expected "
                                    f"{MAX_EXAMPLES + TESTS} of each")
     pairs = [(i.strip() + "\n", o.strip() + "\n") for i, o in zip(inputs, outputs, strict=True)]
-    return CodeProblem(statement(entry, pairs[:examples]), reference_program(entry), tuple(pairs[MAX_EXAMPLES:]),
-                       entry.problem_id)
+    checker = checker_for(outputs)
+    return CodeProblem(statement(entry, pairs[:examples], checker), reference_program(entry),
+                       tuple(pairs[MAX_EXAMPLES:]), entry.problem_id, checker)

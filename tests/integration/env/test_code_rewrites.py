@@ -71,7 +71,7 @@ async def test_a_rewritten_problem_is_accepted_only_when_its_reference_passes_it
     assert kinds(evs) == ["REQUESTED", "REJECTED_UNDEPLOYABLE"] * 3 + ["REQUESTED", "PROPOSED"]
     reasons = [e.reason for e in evs[1::2]]
     assert "not JSON" in reasons[0]
-    assert "fails its own test 0" in reasons[1] and "timeout" in reasons[1]
+    assert "fails its own test 0" in reasons[1] and "TLE" in reasons[1]
     assert "fails its own test 0" in reasons[2] and "printed '3\\n', the test expects '5\\n'" in reasons[2]
     assert "harder problem, its reference passed its 3 tests in the sandbox" in reasons[3]
     shown = scripted.requests[0]["messages"][1]["content"]

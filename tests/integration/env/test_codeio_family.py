@@ -83,7 +83,7 @@ def test_a_wrong_program_scores_the_share_of_tests_it_passes(family):
     result = episode.step(program)
     assert result.reward == right / TESTS and episode.passed[0] is True
     looping = family.make_episode(spec(1), 0).step("while True:\n    pass\n")
-    assert looping.reward == 0.0 and "timeout" in looping.observation
+    assert looping.reward == 0.0 and "TLE" in looping.observation
 
 
 def test_tests_are_cached_and_stable(family, cache: Path):
@@ -100,12 +100,12 @@ def test_tests_are_cached_and_stable(family, cache: Path):
     ("def main_solution(n):\n    return n", "def generate_inputs(rng):\n    import random\n    return {'n': random.random()}",
      "its input generator drew other inputs the second time"),
     ("def main_solution(n):\n    return 1 / 0", "def generate_inputs(rng):\n    return {'n': rng.randint(1, 9)}",
-     "its reference ended crashed (exit status 1) on input 0"),
+     "its reference ended RE (exit status 1) on input 0"),
     ("def main_solution(n):\n    import random\n    return random.random()",
      "def generate_inputs(rng):\n    return {'n': rng.randint(1, 9)}",
      "its reference printed other outputs the second time"),
     ("def main_solution(n):\n    while True:\n        pass", "def generate_inputs(rng):\n    return {'n': 1}",
-     "its reference ended timeout (wall-clock limit of 2 s reached) on input 0"),
+     "its reference ended TLE (wall-clock limit of 2 s reached) on input 0"),
     ("def main_solution(n):\n    return 'x' * n", "def generate_inputs(rng):\n    return {'n': 5000}",
      "an output is empty, more than one line or longer than 1000 characters"),
 ])
@@ -207,4 +207,5 @@ def test_the_env_service_serves_codeio_tasks_scored_in_its_sandbox(spawn_service
         assert (win.won, win.reward, win.observation) == (True, 1.0, "Passed 8 of 8 tests.")
         reset = env.Reset(env_pb2.ResetRequest(task=task.ref, seed=1))
         lose = env.Step(env_pb2.StepRequest(session_id=reset.session_id, action="import sys\nsys.exit(3)\n"))
-        assert not lose.won and lose.reward == 0.0 and "crashed (exit status 3)" in lose.observation
+        assert not lose.won and lose.reward == 0.0 and "RE (exit status 3)" in lose.observation
+            assert list(lose.test_verdicts) == ["RE"] * 8 and list(win.test_verdicts) == ["OK"] * 8

@@ -11,7 +11,7 @@ from services.common.config import SandboxConfig
 from services.common.sandbox import Verdict, classify, normalise_output, outputs_match, worker
 from services.common.sandbox import results
 from services.common.sandbox.errors import SandboxStartError
-from services.common.sandbox.launch import bwrap_args, find_bwrap
+from services.common.sandbox.launch import SANDBOX_WORKER_PATH, bwrap_args, find_bwrap
 
 
 def test_normalisation_drops_trailing_whitespace_and_final_newlines_only():
@@ -33,14 +33,19 @@ def facts(**overrides):
 
 @pytest.mark.parametrize("overrides, verdict", [
     ({}, Verdict.OK),
-    ({"exit_code": 3}, Verdict.CRASHED),
-    ({"exit_code": None, "signal_number": signal.SIGSEGV}, Verdict.CRASHED),
-    ({"exit_code": None, "signal_number": signal.SIGKILL}, Verdict.KILLED),
-    ({"exit_code": None, "signal_number": signal.SIGKILL, "cpu_s": 3.0}, Verdict.TIMEOUT),
-    ({"exit_code": None, "signal_number": signal.SIGXCPU}, Verdict.TIMEOUT),
-    ({"exit_code": None, "signal_number": signal.SIGKILL, "timed_out": True}, Verdict.TIMEOUT),
-    ({"exit_code": results.MEMORY_EXIT}, Verdict.MEMORY),
-    ({"exit_code": None, "signal_number": signal.SIGKILL, "output_exceeded": "stdout"}, Verdict.KILLED),
+    ({"exit_code": 3}, Verdict.RE),
+    ({"exit_code": None, "signal_number": signal.SIGSEGV}, Verdict.RE),
+    ({"exit_code": None, "signal_number": signal.SIGKILL}, Verdict.RE),
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "cpu_s": 3.0}, Verdict.TLE),
+    ({"exit_code": None, "signal_number": signal.SIGXCPU}, Verdict.TLE),
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "timed_out": True}, Verdict.TLE),
+    ({"exit_code": results.MEMORY_EXIT}, Verdict.MLE),
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "memory_exceeded": True}, Verdict.MLE),
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "output_exceeded": "stdout"}, Verdict.OLE),
+    # a fork bomb: the process limit reached, then the wall clock (the limit is the cause, not the time)
+    ({"exit_code": None, "signal_number": signal.SIGKILL, "timed_out": True, "process_limit_hit": True}, Verdict.RE),
+    # a program that used every allowed process and ended cleanly is OK
+    ({"process_limit_hit": True}, Verdict.OK),
 ])
 def test_verdicts(overrides, verdict):
     assert facts(**overrides)[0] is verdict
@@ -51,6 +56,10 @@ def test_reasons_name_the_limit():
     assert facts(output_exceeded="stderr", exit_code=None, signal_number=9)[1] == \
         "stderr passed the output cap of 1024 bytes"
     assert facts(exit_code=None, signal_number=signal.SIGSEGV)[1] == "ended by SIGSEGV"
+    assert facts(exit_code=None, signal_number=9, memory_exceeded=True, memory_limit_bytes=256 << 20)[1] == \
+        "the run's processes held more than 256 MiB resident"
+    assert facts(exit_code=1, process_limit_hit=True, max_processes=8)[1] == \
+        "the process limit of 8 (processes and threads) was reached"
 
 
 def test_setup_failure_is_a_sandbox_fault_not_a_verdict():
@@ -70,8 +79,19 @@ def test_bwrap_options_hide_the_host_and_drop_the_network():
     assert "--unshare-user" not in args and "--unshare-all" not in args   # the worker must keep setuid
     assert "--bind" not in args                                           # nothing of the host is writable
     pairs = {(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--ro-bind"}
-    assert {("/opt/py", "/opt/py"), ("/src/worker.py", "/src/worker.py"), ("/usr", "/usr")} <= pairs
+    assert {("/opt/py", "/opt/py"), ("/src/worker.py", SANDBOX_WORKER_PATH), ("/usr", "/usr")} <= pairs
     assert args[args.index("--tmpfs") - 1] == str(1 << 20)
+
+
+def test_bwrap_mounts_the_worker_and_a_prefix_under_tmp_over_its_tmpfs():
+    """bwrap applies its options in order: a bind before ``--tmpfs /tmp`` of a path under /tmp is hidden by
+    the tmpfs (a checkout under /tmp could not start a worker). Both binds come after it."""
+    args = bwrap_args(python="/tmp/py/bin/python3", prefix="/tmp/py", worker_path="/tmp/my clone/worker.py",
+                      scratch_bytes=1 << 20)
+    tmpfs = args.index("--tmpfs")
+    binds = [i for i, a in enumerate(args) if a == "--ro-bind" and args[i + 1].startswith("/tmp/")]
+    assert len(binds) == 2 and all(i > tmpfs for i in binds)
+    assert ("--dir", "/tmp") not in zip(args, args[1:])
 
 
 def test_config_errors_name_the_field():
