@@ -208,4 +208,4 @@ def test_the_env_service_serves_codeio_tasks_scored_in_its_sandbox(spawn_service
         reset = env.Reset(env_pb2.ResetRequest(task=task.ref, seed=1))
         lose = env.Step(env_pb2.StepRequest(session_id=reset.session_id, action="import sys\nsys.exit(3)\n"))
         assert not lose.won and lose.reward == 0.0 and "RE (exit status 3)" in lose.observation
-            assert list(lose.test_verdicts) == ["RE"] * 8 and list(win.test_verdicts) == ["OK"] * 8
+        assert list(lose.test_verdicts) == ["RE"] * 8 and list(win.test_verdicts) == ["OK"] * 8
