@@ -167,6 +167,7 @@ class EventBus:
             log.warning("nats connection problem", extra={"url": url, "error": f"{type(exc).__name__}: {exc}"})
 
         link = _Link(nats_cfg)
+        credentials = nats_cfg.credentials()
         try:
             # Unbounded reconnects here: the budget is a time (LinkState), kept by watch_link.
             nc = await asyncio.wait_for(nats.connect(
@@ -174,7 +175,8 @@ class EventBus:
                 max_reconnect_attempts=-1, reconnect_time_wait=nats_cfg.reconnect_time_wait_s,
                 ping_interval=nats_cfg.ping_interval_s, max_outstanding_pings=nats_cfg.max_outstanding_pings,
                 drain_timeout=2 * nats_cfg.connect_timeout_s, error_cb=on_error,
-                disconnected_cb=link.disconnected, reconnected_cb=link.reconnected, closed_cb=link.closed),
+                disconnected_cb=link.disconnected, reconnected_cb=link.reconnected, closed_cb=link.closed,
+                **credentials),
                 timeout=3 * nats_cfg.connect_timeout_s)
         except (asyncio.TimeoutError, OSError, nats.errors.NoServersError) as exc:
             raise ServiceFailedError(f"cannot reach NATS at {url} (nats.url) within "

@@ -196,7 +196,14 @@ def test_ports_probes_and_nats_url_agree_with_the_run_config(overlay: str) -> No
         cm_url = urlsplit(effective_config(_run_yaml(manifests, deployment), []).nats.url)
         assert (url.hostname, url.port) == (cm_url.hostname, cm_url.port), f"{where}: nats.url override vs run.yaml"
         assert url.hostname == "nats" and url.port == nats_client_port, f"{where}: nats.url {config.nats.url}"
-        assert (url.username, url.password) == (auth["NATS_USER"], auth["NATS_PASSWORD"]), f"{where}: NATS credentials"
+        # the credentials come from the Secret through the environment, never on a command line (any
+        # process of the node, model-written code in a weaker sandbox included, reads /proc/<pid>/cmdline)
+        assert (url.username, url.password) == (None, None), f"{where}: credentials in nats.url"
+        env = {e["name"]: e for e in container.get("env", [])}
+        for key, name in (("NATS_USER", config.nats.user_env), ("NATS_PASSWORD", config.nats.password_env)):
+            assert name is not None and env[name]["valueFrom"]["secretKeyRef"]["key"] == key, f"{where}: {key}"
+        argv = " ".join([*container.get("command", []), *container.get("args", [])])
+        assert "NATS_PASSWORD" not in argv and auth["NATS_PASSWORD"] not in argv, f"{where}: password in argv"
         assert not any("$(" in o for o in overrides), f"{where}: unresolved variable in {overrides}"
 
 
@@ -470,7 +477,7 @@ def test_openai_judge_overlay_changes_only_the_judge() -> None:
     for name in set(ROLES) - {"reward-judge"}:
         assert _strip_hash(swapped.deployment(name)) == _strip_hash(default.deployment(name)), name
     command = parse_service_command(main_container(swapped.deployment("reward-judge")))
-    assert command.overrides[:2] == ["reward.role=judge", "nats.url=nats://$(NATS_USER):$(NATS_PASSWORD)@nats:4222"]
+    assert command.overrides[:2] == ["reward.role=judge", "nats.url=nats://nats:4222"]
     config, _, env = _role_config(swapped, "reward-judge")
     assert config.reward.backend == "openai" and config.reward.role == "judge"
     url = urlsplit(config.reward.model.openai_base_url)

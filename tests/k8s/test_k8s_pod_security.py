@@ -47,6 +47,9 @@ def test_the_sandbox_pods_get_its_rights_and_nothing_more(overlay: str) -> None:
             f"{name}/server: may add only NET_BIND_SERVICE, adds {sc['capabilities']['add']}"])
         assert sc["privileged"] is False and sc["readOnlyRootFilesystem"] is True
         assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        # fork isolation (programs read host files) refused in the pod; an init (the pause container) reaps
+        assert {"name": "RLANYTHING_SANDBOX_REFUSE_FORK", "value": "1"} in container["env"]
+        assert spec["shareProcessNamespace"] is True
     others = [w for w in manifests.workloads() if w["metadata"]["name"] not in SANDBOX_ROLES]
     assert others and not any(w["metadata"].get("labels", {}).get("rlanything.io/sandbox") for w in others)
 

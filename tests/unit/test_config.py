@@ -126,3 +126,16 @@ def test_web_browsers_must_cover_the_episodes_a_policy_worker_opens() -> None:
         load_config(None, [web])
     assert load_config(None, [web, "policy.rollout.concurrent_jobs=1"]).env.families[0].browsers == 8
     assert load_config(None, [web, "env.scheduler.enabled=false"]).env.families[0].type == "web"  # serves gRPC only
+
+
+def test_nats_credentials_come_from_the_environment_variables_named(monkeypatch) -> None:
+    from services.common.config.base import NatsConfig
+    from services.common.errors import ConfigError
+    assert NatsConfig().credentials() == {}
+    monkeypatch.setenv("MY_NATS_USER", "rla")
+    monkeypatch.setenv("MY_NATS_PASSWORD", "s3cret")
+    cfg = NatsConfig(url="nats://nats:4222", user_env="MY_NATS_USER", password_env="MY_NATS_PASSWORD")
+    assert cfg.credentials() == {"user": "rla", "password": "s3cret"}
+    monkeypatch.delenv("MY_NATS_PASSWORD")
+    with pytest.raises(ConfigError, match="nats.password_env='MY_NATS_PASSWORD' names an environment variable"):
+        cfg.credentials()

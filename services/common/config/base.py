@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from services.common.errors import ConfigError
 
 __all__ = ["StrictModel", "NatsConfig", "ConsumerConfig", "LimitsConfig", "MAX_MESSAGE_BYTES", "ServerConfig", "ServiceConfig", "LoopConfig", "SERVICE_NAMES"]
 
@@ -22,6 +25,12 @@ class NatsConfig(StrictModel):
 
     url: str = Field("nats://127.0.0.1:4222", description="NATS server URL, or the URLs of a cluster's nodes "
                                                           "comma-separated (the client uses any node that is up).")
+    user_env: str | None = Field(
+        None, description="Name of the environment variable holding the NATS user (the Kubernetes way: from a "
+                          "Secret). Credentials given so never appear on a command line, where any process of "
+                          "the host could read them in /proc/<pid>/cmdline.")
+    password_env: str | None = Field(
+        None, description="Name of the environment variable holding the NATS password (with user_env).")
     connect_timeout_s: float = Field(5.0, gt=0, description="Seconds to wait for a connection.")
     duplicate_window_s: float = Field(
         120.0, gt=0, description="Seconds during which a repeated Nats-Msg-Id is dropped."
@@ -47,6 +56,21 @@ class NatsConfig(StrictModel):
         if any(not part.strip() for part in value.split(",")):
             raise ValueError("nats.url has an empty URL between two commas (or before the first, after the last)")
         return value
+
+    def credentials(self) -> dict[str, str]:
+        """``{"user": ..., "password": ...}`` from the variables ``user_env`` and ``password_env`` name (the
+        keyword arguments of nats-py's ``connect``); empty when neither is set.
+
+        Raises:
+            ConfigError: a named variable is not set in this process's environment.
+        """
+        found: dict[str, str] = {}
+        for key, name in (("user", self.user_env), ("password", self.password_env)):
+            if name is not None:
+                if name not in os.environ:
+                    raise ConfigError(f"nats.{key}_env={name!r} names an environment variable that is not set")
+                found[key] = os.environ[name]
+        return found
 
     @property
     def dead_connection_bound_s(self) -> float:

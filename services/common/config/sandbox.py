@@ -15,11 +15,15 @@ class SandboxConfig(StrictModel):
     """Isolation, pool size and per-run limits of :class:`services.common.sandbox.Sandbox`."""
 
     isolation: Literal["fork", "bwrap"] = Field(
-        "fork", description="fork: each worker unshares its own network and mount namespaces (file system "
-                            "read-only, private /tmp); bwrap: each worker also runs inside bubblewrap (new PID, "
-                            "IPC, UTS and network namespaces, only system directories and the interpreter "
-                            "visible). Both need root; when the configured isolation cannot be set up the "
-                            "sandbox refuses to start (it never falls back).")
+        "bwrap", description="bwrap (the default): each worker runs inside bubblewrap (new PID, IPC, UTS and "
+                             "network namespaces, only system directories and the interpreter visible: programs "
+                             "see no host file, process or secret). fork, for development only: each worker "
+                             "unshares its own network and mount namespaces (file system read-only, private "
+                             "/tmp) but programs can read every world-readable host file (cached tests "
+                             "included) and list host processes; a warning is logged at every start, and it is "
+                             "refused where RLANYTHING_SANDBOX_REFUSE_FORK=1 (the Kubernetes pods). Both need "
+                             "root; when the configured isolation cannot be set up the sandbox refuses to start "
+                             "(it never falls back).")
     workers: int = Field(2, ge=1, le=256, description="Pre-started workers: programs run at once.")
     timeout_s: float = Field(
         5.0, gt=0, le=600, description="Default wall-clock limit of one run in seconds (Sandbox.run can pass "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
@@ -11,7 +12,9 @@ from pathlib import Path
 from services.common.config.sandbox import SandboxConfig
 from services.common.sandbox.errors import SandboxStartError
 
-__all__ = ["WORKER_PATH", "SANDBOX_WORKER_PATH", "base_python", "bwrap_args", "find_bwrap", "worker_command", "require_root"]
+log = logging.getLogger(__name__)
+
+__all__ = ["REFUSE_FORK_ENV", "refuse_fork", "WORKER_PATH", "SANDBOX_WORKER_PATH", "base_python", "bwrap_args", "find_bwrap", "worker_command", "require_root"]
 
 WORKER_PATH = str(Path(__file__).with_name("worker.py"))
 """The worker script, run by path (standard library only)."""
@@ -81,6 +84,22 @@ def find_bwrap(configured: str | None) -> str:
         return found
 
 
+REFUSE_FORK_ENV = "RLANYTHING_SANDBOX_REFUSE_FORK"
+"""Environment variable: when "1", fork isolation is refused (set in the Kubernetes pods that run code)."""
+
+
+def refuse_fork() -> None:
+    """Called for fork isolation: raises SandboxStartError when ``$RLANYTHING_SANDBOX_REFUSE_FORK`` is "1",
+    else logs a warning that programs can read host files and list host processes (development only)."""
+    if os.environ.get(REFUSE_FORK_ENV) == "1":
+        raise SandboxStartError(f"sandbox.isolation='fork' is refused here ({REFUSE_FORK_ENV}=1): programs could "
+                                "read the host's files (cached ground-truth tests included) and list its processes; "
+                                "use isolation 'bwrap'")
+    log.warning("sandbox.isolation=fork is for development only: model-written programs can read every "
+                "world-readable host file (cached ground-truth tests included) and list host processes; "
+                "use 'bwrap' for training")
+
+
 def require_root() -> None:
     """Raises SandboxStartError unless this process is root: both isolations create namespaces and drop
     each run to its own uid (CAP_SYS_ADMIN, CAP_SETUID)."""
@@ -94,7 +113,7 @@ def worker_command(config: SandboxConfig, uid: int, host_netns: int, bwrap: str 
     """The command line of one worker running programs as ``uid`` (``bwrap`` given for bwrap isolation)."""
     python = base_python()
     settings = {"isolation": config.isolation, "uid": uid, "scratch_bytes": config.scratch_mb << 20,
-                "host_netns": host_netns}
+                "host_netns": host_netns, "pool_pid": os.getpid()}
     if config.isolation == "bwrap":
         if bwrap is None:
             raise ValueError("worker_command: isolation bwrap needs the bwrap path")

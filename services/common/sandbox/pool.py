@@ -20,7 +20,7 @@ from typing import IO
 from services.common.config.sandbox import SandboxConfig
 from services.common.sandbox import worker as protocol
 from services.common.sandbox.errors import SandboxError, SandboxStartError
-from services.common.sandbox.launch import WORKER_PATH, base_python, find_bwrap, require_root, worker_command
+from services.common.sandbox.launch import WORKER_PATH, base_python, find_bwrap, refuse_fork, require_root, worker_command
 from services.common.sandbox.results import RunResult, classify
 
 __all__ = ["Job", "Sandbox"]
@@ -28,6 +28,11 @@ __all__ = ["Job", "Sandbox"]
 REPLY_GRACE_S = 10.0
 """Seconds past a run's timeout after which a silent worker counts as lost (its cleanup takes far less)."""
 LOCK_DIR = os.path.join(tempfile.gettempdir(), "rlanything-sandbox-uids")
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner")
+"""The one thread that starts every worker process. A worker dies with its parent (bwrap's
+--die-with-parent, the worker's own parent-death signal), and Linux sends that signal when the *thread*
+that forked it exits: a worker started from a short-lived thread (a run that replaced a lost worker,
+an asyncio default executor's thread) would die with it. This thread lives as long as the process."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class _Worker:
         self.command = worker_command(config, uid, host_netns, bwrap)
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr: IO[bytes] | None = None
+        self.inner: list[int] = []
         self.start()
 
     def start(self) -> None:
@@ -57,8 +63,9 @@ class _Worker:
         if self.stderr is not None:
             self.stderr.close()
         self.stderr = tempfile.TemporaryFile()  # the worker's own diagnostics (bwrap's, a traceback)
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env={"LANG": "C.UTF-8"}, start_new_session=True, close_fds=True)
+        self.proc = _SPAWNER.submit(subprocess.Popen, self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=self.stderr, env={"LANG": "C.UTF-8"}, start_new_session=True,
+                                    close_fds=True).result()
         assert self.proc.stdout is not None
         try:
             ready = protocol.read_message(self.proc.stdout.fileno(), time.monotonic() + self.config.start_timeout_s)
@@ -72,6 +79,9 @@ class _Worker:
             raise SandboxStartError(f"sandbox isolation {self.config.isolation!r} cannot be set up: {reason}"
                                     f"{self.diagnostics()}")
         self.pid = int(ready["pid"]) if self.config.isolation == "fork" else self.proc.pid
+        # bwrap's own child (PID 1 of the sandbox's namespace): when bwrap dies first, it is re-parented to
+        # the nearest reaper, possibly this process (a pod's PID 1), and reaped in stop()
+        self.inner = _children_of(self.proc.pid)
 
     def diagnostics(self) -> str:
         """The last 2000 characters the worker wrote to its stderr, as a suffix for an error message."""
@@ -102,6 +112,9 @@ class _Worker:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         code = self.proc.wait() if code is None else code
+        for pid in self.inner:
+            _reap_orphan(pid, time.monotonic() + 2.0)
+        self.inner = []
         self.proc = None
         subprocess.run([base_python(), "-I", "-S", WORKER_PATH, "--kill-uid", str(self.uid)], env={}, check=True,
                        timeout=30)
@@ -121,6 +134,34 @@ class _Worker:
         if "fault" in reply:
             raise SandboxError(f"sandbox worker for uid {self.uid} failed: {reply['fault']}{self.diagnostics()}")
         return reply
+
+
+def _children_of(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (from /proc; [] when it has none or is gone)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _reap_orphan(pid: int, deadline: float) -> None:
+    """Wait (until ``deadline``, time.monotonic seconds) for ``pid`` to be gone: reaped here if it became
+    this process's child (its parent died and this process is the reaper, as a pod's PID 1 is), else by
+    whoever reaps it."""
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        except ChildProcessError:
+            if not os.path.exists(f"/proc/{pid}"):
+                return
+        time.sleep(0.01)
 
 
 def _take_uids(config: SandboxConfig) -> list[tuple[int, int]]:
@@ -155,6 +196,8 @@ class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         require_root()
+        if self.config.isolation == "fork":
+            refuse_fork()
         bwrap = find_bwrap(self.config.bwrap_path) if self.config.isolation == "bwrap" else None
         host_netns = os.stat("/proc/self/ns/net").st_ino
         self._idle: queue.Queue[_Worker] = queue.Queue()

@@ -275,9 +275,11 @@ def _child(job: dict, scratch: str, stdin_fd: int, out_w: int, err_w: int, uid: 
 class Worker:
     """Runs jobs for the pool: one at a time, each in a forked child as ``uid``, scratch under ``root``."""
 
-    def __init__(self, uid: int, root: str) -> None:
+    def __init__(self, uid: int, root: str, pool_fd: int = -1) -> None:
         self.uid = uid
         self.root = root
+        self.pool_fd = pool_fd
+        """The pipe from the pool: watched during a run, so a pool that dies ends the run and the worker at once."""
         self.count = 0
 
     def run(self, job: dict) -> dict:
@@ -313,6 +315,8 @@ class Worker:
         poller = select.poll()
         for fd in (out_r, err_r, pidfd):
             poller.register(fd, select.POLLIN)
+        if self.pool_fd >= 0:
+            poller.register(self.pool_fd, 0)  # POLLHUP/POLLERR only: the pool's end closed
         deadline = start + job["timeout_s"]
         timed_out = False
         exceeded: str | None = None
@@ -326,6 +330,10 @@ class Worker:
                 break
             usage.sample(job["max_processes"])
             for fd, _ in poller.poll(min(WATCH_MS, max(1, int(left * 1000) + 1))):
+                if fd == self.pool_fd:
+                    os.killpg(pid, signal.SIGKILL)
+                    kill_uid(self.uid)
+                    os._exit(3)  # the pool is gone: nobody will read the result
                 if fd == pidfd:
                     exited = True
                 elif fd in open_fds:
@@ -437,7 +445,10 @@ def main(argv: list[str]) -> int:
     os.close(devnull)
     try:
         _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
-        if settings["isolation"] == "fork":
+        if settings["isolation"] == "fork":  # (bwrap's own --die-with-parent covers the other isolation)
+            _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+            if os.getppid() != settings["pool_pid"]:
+                raise RuntimeError("the pool exited before the worker started")
             isolate_fork(settings["scratch_bytes"])
         check_isolation(settings["host_netns"])
         root = "/tmp/scratch"
@@ -452,7 +463,7 @@ def main(argv: list[str]) -> int:
         write_message(proto_out, {"ready": False, "error": f"{type(error).__name__}: {error}"})
         return 1
     write_message(proto_out, {"ready": True, "pid": os.getpid()})
-    worker = Worker(uid, root)
+    worker = Worker(uid, root, proto_in)
     while True:
         job = read_message(proto_in)
         if job is None:

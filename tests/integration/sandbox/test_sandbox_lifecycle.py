@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from services.common.config import SandboxConfig
-from services.common.sandbox import Job, Sandbox, SandboxError, Verdict
+from services.common.sandbox import Job, Sandbox, SandboxError, SandboxStartError, Verdict
 from services.common.sandbox.launch import find_bwrap
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root (namespaces, per-run uids)")
@@ -110,3 +110,18 @@ def test_text_that_is_not_valid_unicode_is_run_not_fatal():
         result = sb.run("import sys\nprint(len(sys.stdin.buffer.read()))\nprint('\\udc80')", stdin="a\udcff")
         assert result.stdout.splitlines()[0] == "2"
         assert sb.run("print('still here')").stdout == "still here\n"
+
+
+def test_bwrap_is_the_default_and_fork_warns_or_is_refused(monkeypatch, caplog):
+    """Fork isolation lets programs read host files (the cached ground-truth tests): bwrap is the default,
+    fork logs a warning at every start, and where RLANYTHING_SANDBOX_REFUSE_FORK=1 (the pods) it is refused."""
+    assert SandboxConfig().isolation == "bwrap"
+    monkeypatch.delenv("RLANYTHING_SANDBOX_REFUSE_FORK", raising=False)
+    with caplog.at_level("WARNING"), Sandbox(SandboxConfig(isolation="fork", workers=1)) as sb:
+        assert sb.run("print(1)").stdout == "1\n"
+    assert any("isolation=fork is for development only" in r.getMessage() for r in caplog.records)
+    monkeypatch.setenv("RLANYTHING_SANDBOX_REFUSE_FORK", "1")
+    with pytest.raises(SandboxStartError, match="isolation='fork' is refused here"):
+        Sandbox(SandboxConfig(isolation="fork", workers=1))
+    with Sandbox(SandboxConfig(workers=1)) as sb:   # bwrap still starts there
+        assert sb.run("print(2)").stdout == "2\n"
