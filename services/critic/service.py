@@ -15,6 +15,7 @@ id, its keys deleted) without being evaluated again: its keys may be partly dele
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 
@@ -29,6 +30,7 @@ from services.common.config import CriticServiceConfig, RunConfig
 from services.common.config.env import CODE_FAMILIES
 from services.common.runtime import Service
 from services.common.sandbox import Sandbox
+from services.common.sandbox.selftest import require_containment
 from services.common.streams import Subjects
 from services.common.topology import Consumers
 from services.critic.group_eval import evaluate_group
@@ -62,7 +64,14 @@ class CriticService(Service):
         """Derived: how often open groups are checked for the partial timeout."""
         self._lock = asyncio.Lock()  # one group change at a time (consumer vs timeout sweep)
         self.sandbox: Sandbox | None = Sandbox(self.cfg.sandbox) if self.cfg.unit_tests else None
-        """Runs the programs on the generated unit tests (critic.unit_tests); no isolation, no service."""
+        """Runs the programs on the generated unit tests (critic.unit_tests); its self-test runs before the
+        service serves (under bwrap a failed check stops the start)."""
+        if self.sandbox is not None:
+            try:
+                require_containment(self.sandbox, [os.getcwd()] if os.getcwd() != "/" else [])
+            except BaseException:
+                self.sandbox.close()
+                raise
 
     async def on_start(self, bus: EventBus) -> None:
         self.bus = bus

@@ -19,6 +19,7 @@ up its isolation stops the service from starting) or at the first run.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable, Sequence
 
@@ -26,6 +27,7 @@ from services.common.config.sandbox import SandboxConfig
 from services.common.errors import InvalidArgumentError
 from services.common.sandbox import Job, RunResult, Sandbox, Verdict
 from services.common.sandbox.checkers import Checker, judge_output
+from services.common.sandbox.selftest import require_containment
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
 from services.env.families.code_problems import MAX_CONSTANT, MAX_FACTOR, TASK_TEXT, CodeProblem, extract_program, make_problem
 
@@ -120,14 +122,27 @@ class CodeFamily(TaskFamily):
         self.written: dict[int, CodeProblem] = {}
 
     def start(self) -> None:
-        """Start the sandbox (idempotent).
+        """Start the sandbox (idempotent) and run its self-test (`require_containment`) on the paths
+        programs must not read (`private_paths`).
 
         Raises:
-            SandboxStartError: the configured isolation cannot be set up (no fallback).
+            SandboxStartError: the configured isolation cannot be set up (no fallback), or under bwrap a
+                self-test check failed.
         """
         with self._lock:
             if self._sandbox is None:
-                self._sandbox = Sandbox(self.sandbox_config)
+                sandbox = Sandbox(self.sandbox_config)
+                try:
+                    require_containment(sandbox, self.private_paths())
+                except BaseException:
+                    sandbox.close()
+                    raise
+                self._sandbox = sandbox
+
+    def private_paths(self) -> list[str]:
+        """Host paths a program must not read: the working directory (the checkout, unless it is /)."""
+        cwd = os.getcwd()
+        return [cwd] if cwd != "/" else []
 
     @property
     def sandbox(self) -> Sandbox:

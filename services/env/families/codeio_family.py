@@ -60,6 +60,12 @@ class CodeIOFamily(CodeFamily):
         self._entry_of_seed: dict[int, CodeIOEntry] = {}
         self._build_lock = threading.Lock()
 
+    def private_paths(self) -> list[str]:
+        """The working directory and the test cache (`cache_dir`, made if missing): the ground-truth
+        outputs are there, and a program that read them would win without solving its problem."""
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        return [*super().private_paths(), str(self.cache_dir.resolve())]
+
     def build(self, entry: CodeIOEntry) -> Built:
         """The tests of ``entry`` (from the cache, else built in the sandbox and cached), or why it is not used.
 
