@@ -109,7 +109,7 @@ def _program_samples(recs: Sequence[JudgedTrajectory]) -> tuple[list[TrainingSam
     share of ground-truth tests passed (the step's env reward) z-scored over the group; and the count
     of zero-advantage programs."""
     answered = [r.trajectory for r in recs if r.trajectory.steps]
-    rewards_N = program_rewards_of([min(1.0, max(0.0, t.steps[-1].env_reward)) for t in answered])
+    rewards_N = program_rewards_of([t.steps[-1].env_reward for t in answered])  # in [0, 1]: check_judged
     samples, zero = [], 0
     for t, a in zip(answered, rewards_N):
         step = t.steps[-1]

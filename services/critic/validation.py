@@ -6,8 +6,11 @@ dead-letter stream at once; each message says what is wrong and what the produce
 
 from __future__ import annotations
 
+import math
+
 from rlanything.v1.events_pb2 import JudgedTrajectory
 
+from services.common.config.env import CODE_FAMILIES
 from services.common.errors import InvalidEventError
 
 __all__ = ["check_judged", "check_same_group"]
@@ -18,7 +21,8 @@ def check_judged(judged: JudgedTrajectory) -> None:
 
     Rules: job_id, trajectory_id and task.slot_id are set; 1 ≤ group_size; 0 ≤ rollout_index
     < group_size; outcome is ±1; one judgement per step in order (step_index == steps[i].index
-    == i); every vote value is +1, −1 or 0.
+    == i); every vote value is +1, −1 or 0; every step's env reward is finite, and for a code family
+    (a share of tests passed) in [0, 1]. A reward outside these is refused, never clamped into training.
     """
     t = judged.trajectory
     who = f"judged trajectory {t.trajectory_id or '<no id>'}"
@@ -42,6 +46,11 @@ def check_judged(judged: JudgedTrajectory) -> None:
         bad = sorted({v.value for v in judgement.votes if v.value not in (1, -1, 0)})
         if bad:
             raise InvalidEventError(f"{who}: step {i} has vote values {bad}; allowed are +1, -1 and 0 (invalid)")
+        if not math.isfinite(step.env_reward):
+            raise InvalidEventError(f"{who}: step {i} has env_reward {step.env_reward!r}; it must be finite")
+        if t.task.family in CODE_FAMILIES and not 0.0 <= step.env_reward <= 1.0:
+            raise InvalidEventError(f"{who}: step {i} of a {t.task.family} task has env_reward {step.env_reward!r}; "
+                                    "a share of tests passed is in [0, 1]")
 
 
 def check_same_group(first: JudgedTrajectory, judged: JudgedTrajectory) -> None:

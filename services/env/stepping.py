@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
+from prometheus_client import Counter
 from rlanything.v1 import env_pb2
 from rlanything.v1.events_pb2 import TaskRef
 
@@ -21,6 +22,10 @@ from services.common.errors import InvalidArgumentError
 from services.env.families.base import TaskFamily, TaskSpec
 from services.env.oracle import step_label
 from services.env.sessions import Session, SessionStore
+
+TEST_VERDICTS = Counter("rla_env_test_verdicts_total", "Ground-truth test runs of code answers by verdict (OK, WA, "
+                        "TLE, MLE, RE, OLE); a sandbox fault (INFRA) is counted by rla_env_calls_total's errors.",
+                        ["verdict"])
 
 __all__ = ["reset_episode", "step_episode"]
 
@@ -56,6 +61,8 @@ async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:
         label = result.oracle_label if result.oracle_label is not None else step_label(
             before, result.oracle_plan_length, result.won, session.episode.single_turn)
         screenshot = session.episode.screenshot_png
+    for verdict in result.test_verdicts:
+        TEST_VERDICTS.labels(verdict).inc()
     return env_pb2.StepResponse(observation=result.observation, admissible_actions=list(result.admissible_actions),
                                 reward=result.reward, terminated=result.terminated, truncated=truncated,
                                 won=result.won, oracle_label=label,  # type: ignore[arg-type]  # protobuf enum fields take their int values

@@ -6,6 +6,7 @@ which one it talks to (one-machine work plugs in an in-process client: `services
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 import grpc
@@ -20,6 +21,10 @@ __all__ = ["EnvClient", "GrpcEnvClient"]
 
 RECONNECT_BACKOFF_S = 2.0
 """Most seconds between two attempts to reach an env that is down (a restarted env is found within it)."""
+STEP_RETRIES = 2
+"""Times a Step answered UNAVAILABLE (the env's own fault, e.g. a lost sandbox worker) is sent again."""
+STEP_RETRY_S = 0.5
+"""Seconds between two tries of such a Step."""
 
 
 class EnvClient(Protocol):
@@ -72,8 +77,18 @@ class GrpcEnvClient:
                                      wait_for_ready=True)
 
     async def step(self, session_id: str, action: str) -> env_pb2.StepResponse:
-        return await self.stub_for(session_id).Step(env_pb2.StepRequest(session_id=session_id, action=action),
-                                                    timeout=self.deadline_s)
+        """One Step; retried (`STEP_RETRIES` times, `STEP_RETRY_S` apart) when the env answers UNAVAILABLE
+        for a fault of its own, a lost sandbox worker say (the episode is left unanswered there, so the
+        retry runs the action again: an infrastructure fault is never scored as the action's reward)."""
+        request = env_pb2.StepRequest(session_id=session_id, action=action)
+        for attempt in range(STEP_RETRIES + 1):
+            try:
+                return await self.stub_for(session_id).Step(request, timeout=self.deadline_s)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or attempt == STEP_RETRIES:
+                    raise
+                await asyncio.sleep(STEP_RETRY_S)
+        raise AssertionError("unreachable")
 
     async def close(self, session_id: str) -> None:
         try:

@@ -79,23 +79,23 @@ def classify(*, exit_code: int | None, signal_number: int | None, timed_out: boo
              memory_exceeded: bool = False, memory_limit_bytes: int = 0, process_limit_hit: bool = False,
              max_processes: int = 0) -> tuple[Verdict, str]:
     """The verdict and its reason from the raw facts a worker reports, checked in this order: an output
-    over ``max_output_bytes`` (OLE); the run's summed resident memory past ``memory_limit_bytes``
-    (``memory_exceeded``, MLE); the MemoryError exit status (MLE); the process limit reached during a
-    run that did not end cleanly (``process_limit_hit``: RE, e.g. a fork bomb, or more threads than
-    ``max_processes``); the wall clock past ``timeout_s`` (TLE); SIGXCPU or a SIGKILL after
+    over ``max_output_bytes`` (OLE); the process limit reached during a run that did not end cleanly
+    (``process_limit_hit``: RE, e.g. a fork bomb, or more threads than ``max_processes``: the cause,
+    whatever stopped it); the run's summed memory past ``memory_limit_bytes`` (``memory_exceeded``,
+    MLE); the MemoryError exit status (MLE); the wall clock past ``timeout_s`` (TLE); SIGXCPU or a SIGKILL after
     ``cpu_limit_s`` CPU seconds (TLE: RLIMIT_CPU's soft then hard limit); any other signal (RE, naming
     it); a non-zero exit status (RE); else OK. A run that exited 0 within the time and output limits is
     OK even if it touched the process limit on the way. Raises ValueError for the set-up-failed status,
     which is a sandbox fault and not the program's."""
     if output_exceeded is not None:
         return Verdict.OLE, f"{output_exceeded} passed the output cap of {max_output_bytes} bytes"
+    clean = exit_code == 0 and not timed_out and not memory_exceeded
+    if process_limit_hit and not clean:
+        return Verdict.RE, f"the process limit of {max_processes} (processes and threads) was reached"
     if memory_exceeded:
         return Verdict.MLE, f"the run's processes held more than {memory_limit_bytes >> 20} MiB resident"
     if exit_code == MEMORY_EXIT:
         return Verdict.MLE, "MemoryError: the address-space limit of a process was reached"
-    clean = exit_code == 0 and not timed_out
-    if process_limit_hit and not clean:
-        return Verdict.RE, f"the process limit of {max_processes} (processes and threads) was reached"
     if timed_out:
         return Verdict.TLE, f"wall-clock limit of {timeout_s:g} s reached"
     if signal_number == signal.SIGXCPU or (signal_number == signal.SIGKILL and cpu_s >= cpu_limit_s):

@@ -56,6 +56,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE
 AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = -100, 0x8000, 1
 SYS_MOUNT_SETATTR = 442  # the same number on x86_64 and aarch64
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+M_ARENA_MAX = -8  # mallopt(3)
 CHUNK = 65536
 WATCH_MS = 20
 """Milliseconds between two samples of a run's memory and process count (`RunUsage`)."""
@@ -328,7 +329,7 @@ class Worker:
             if left <= 0:
                 timed_out = True
                 break
-            usage.sample(job["max_processes"])
+            usage.sample(job["max_processes"], job["memory_bytes"])
             for fd, _ in poller.poll(min(WATCH_MS, max(1, int(left * 1000) + 1))):
                 if fd == self.pool_fd:
                     os.killpg(pid, signal.SIGKILL)
@@ -384,17 +385,21 @@ class Worker:
 class RunUsage:
     """The memory and process count of one run, sampled from /proc: the processes whose owner is the
     run's uid (inside bubblewrap's PID namespace only the run's own; in fork isolation /proc is the
-    host's, and the uid is still the run's alone). ``peak_bytes`` is the largest sum of their resident
-    sets seen; ``limit_hit`` whether their processes and threads together reached the process limit."""
+    host's, and the uid is still the run's alone). Memory is the sum of their resident sets (cheap, from
+    /proc/<pid>/stat), and when that passes the limit, the sum of their proportional sets (Pss from
+    /proc/<pid>/smaps_rollup: pages shared copy-on-write after a fork counted once, not once per process).
+    ``peak_bytes`` is the largest sum seen; ``limit_hit`` whether their processes and threads together
+    reached the process limit."""
 
     def __init__(self, uid: int) -> None:
         self.uid = uid
         self.peak_bytes = 0
         self.limit_hit = False
 
-    def sample(self, max_processes: int) -> None:
-        """One sample: the run's summed resident bytes (``peak_bytes`` keeps the largest) and its tasks."""
+    def sample(self, max_processes: int, limit_bytes: int) -> None:
+        """One sample of the run's memory in bytes (``peak_bytes`` keeps the largest) and its tasks."""
         total = tasks = 0
+        pids = []
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
@@ -407,12 +412,27 @@ class RunUsage:
                 continue  # exited meanwhile
             tasks += int(fields[17])  # num_threads (field 20 of proc(5), counted after the name)
             total += int(fields[21]) * PAGE  # rss in pages (field 24)
+            pids.append(entry.name)
+        if total > limit_bytes:
+            total = sum(_pss_bytes(pid) for pid in pids)
         self.peak_bytes = max(self.peak_bytes, total)
         self.limit_hit = self.limit_hit or tasks >= max_processes
 
     def over(self, limit_bytes: int) -> bool:
         """Has any sample passed ``limit_bytes``?"""
         return self.peak_bytes > limit_bytes
+
+
+def _pss_bytes(pid: str) -> int:
+    """The proportional set size of ``pid`` in bytes (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _end_descendants(uid: int) -> None:
@@ -445,6 +465,9 @@ def main(argv: list[str]) -> int:
     os.close(devnull)
     try:
         _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
+        # glibc gives each thread that allocates an arena reserving 64 MiB of address space (up to 8 per
+        # core): under RLIMIT_AS a program with a few dozen threads could not start them. Two arenas.
+        _libc.mallopt(M_ARENA_MAX, 2)
         if settings["isolation"] == "fork":  # (bwrap's own --die-with-parent covers the other isolation)
             _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
             if os.getppid() != settings["pool_pid"]:

@@ -211,3 +211,22 @@ def test_the_environment_of_the_host_is_not_visible(sandbox):
 def test_a_bwrap_that_cannot_start_refuses_the_sandbox():
     with pytest.raises(SandboxStartError, match="cannot be set up|did not start"):
         Sandbox(SandboxConfig(isolation="bwrap", workers=1, bwrap_path="/bin/false"))
+
+
+def test_memory_is_summed_over_the_run_and_shared_pages_count_once(sandbox):
+    """The memory limit holds for the run, not per process: 4 processes of 100 MiB each pass 256 MiB
+    together (MLE), though each is far below it; 4 processes sharing one 100 MiB block copy-on-write
+    after a fork hold about 100 MiB, not 400 (OK: counted by proportional set size)."""
+    before = sandbox.worker_pids
+    apart = ("import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n        break\n"
+             "block = bytearray(100 << 20)\nfor i in range(0, len(block), 4096):\n    block[i] = 1\ntime.sleep(2)\n")
+    result = sandbox.run(apart, timeout_s=3)
+    assert (result.verdict, result.detail) == (Verdict.MLE, "the run's processes held more than 256 MiB resident")
+    shared = ("import os, time\nblock = bytearray(100 << 20)\nfor i in range(0, len(block), 4096):\n    block[i] = 1\n"
+              "pids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n        time.sleep(0.5)\n"
+              "        print('held', flush=True)\n        os._exit(0)\n    pids.append(pid)\n"
+              "for pid in pids:\n    os.waitpid(pid, 0)\nprint('held')\n")
+    result = sandbox.run(shared, timeout_s=3)
+    assert result.verdict is Verdict.OK and result.stdout.count("held") == 4
+    assert 100 << 20 < result.peak_memory_bytes <= 256 << 20   # resident sets summed (400 MiB) would pass it
+    contained(sandbox, before)

@@ -29,6 +29,9 @@ def test_escaped_ids_are_valid_single_tokens_and_injective() -> None:
 
 def test_well_formed_trajectories_pass() -> None:
     check_judged(judged("j", 3, -1, [[1, 0, -1], []]))
+    negative = judged("j", 3, -1, [[1]])
+    negative.trajectory.steps[0].env_reward = -100.0   # a Gymnasium penalty (CliffWalking): finite, not code
+    check_judged(negative)
     check_judged(judged("j", 0, 1, []))
 
 
@@ -41,6 +44,13 @@ def test_well_formed_trajectories_pass() -> None:
     (lambda j: j.judgements.pop(), "2 steps but 1 judgements; the reward service must judge every step"),
     (lambda j: setattr(j.judgements[1], "step_index", 0), "position 1 holds step 1 judged as step 0"),
     (lambda j: setattr(j.judgements[0].votes[0], "value", 2), r"step 0 has vote values \[2\]"),
+    # rewards are refused, never clamped into training: non-finite anywhere, outside [0, 1] for code
+    (lambda j: setattr(j.trajectory.steps[1], "env_reward", float("nan")), "step 1 has env_reward nan; it must be finite"),
+    (lambda j: setattr(j.trajectory.steps[0], "env_reward", float("inf")), "step 0 has env_reward inf; it must be finite"),
+    (lambda j: (setattr(j.trajectory.task, "family", "code"), setattr(j.trajectory.steps[1], "env_reward", 1.5)),
+     r"step 1 of a code task has env_reward 1.5; a share of tests passed is in \[0, 1\]"),
+    (lambda j: (setattr(j.trajectory.task, "family", "codeio"), setattr(j.trajectory.steps[1], "env_reward", -0.25)),
+     r"step 1 of a codeio task has env_reward -0.25"),
 ])
 def test_malformed_trajectories_are_invalid_events(mutate, message: str) -> None:
     j = judged("j", 1, -1, [[1, 1, -1], [-1, -1, -1]])
