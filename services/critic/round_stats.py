@@ -21,7 +21,8 @@ turns the sums of one round into the slash-namespaced metrics of docs/algorithm.
 | time/generate_s, time/env_s, time/judge_s | seconds of policy generation (each job's share of merged generate calls), env calls (waits, overlapping across jobs played at once) and judge generation, summed over the round's jobs |
 | policy/staleness | max over trajectories of (latest announced policy version − its version) |
 | critic/* | groups_complete, groups_partial, groups_candidate, groups_candidate_trained, trajectories, policy_samples, reward_samples |
-| reward/unit_test_accuracy | generated unit tests every correct program passes / tests written, over groups with at least one correct program (``critic.unit_tests``; an unparseable test is not correct) |
+| reward/unit_test_accuracy | generated unit tests every correct program passes / tests written, over groups with at least one correct program (``critic.unit_tests``; an unparseable or duplicate test is not correct) |
+| reward/unit_test_unparseable_share, reward/unit_test_duplicate_share | generated tests rejected as not in the format / as a repeat of an earlier test of the group, over tests written |
 | reward/labelled_steps | judged steps with an oracle label (what reward/step_accuracy is measured on; 0 = no accuracy) |
 
 A ratio whose denominator is 0 is left out (no data is not a 0 % rate).
@@ -46,6 +47,8 @@ _RATIOS = (
     ("reward/split_vote_share", "sum/steps_split", "sum/steps_judged"),
     ("env/in_band_share", "sum/train_in_band", "sum/train_groups"),
     ("reward/unit_test_accuracy", "sum/unit_tests_correct", "sum/unit_tests_checked"),
+    ("reward/unit_test_unparseable_share", "sum/unit_tests_rejected_unparseable", "sum/unit_tests"),
+    ("reward/unit_test_duplicate_share", "sum/unit_tests_rejected_duplicate", "sum/unit_tests"),
     ("policy/zero_advantage_share", "sum/policy_steps_zero", "sum/policy_steps"),
     ("policy/advantage_oracle_agreement", "sum/advantage_signed", "sum/advantage_labelled"),
     ("policy/response_tokens_mean", "sum/response_tokens", "sum/steps"),

@@ -4,9 +4,12 @@
 With ``reward.kind: unit_tests`` every vote of a code trajectory's judgement is one test the reward
 model wrote (`services.common.unit_tests`). At group close each of the group's N programs runs on
 each of the K parseable tests in the critic's sandbox (`score_tests`, outside the critic's lock), giving
-``passes_NK``. A test the writer did not format gets ``critic.invalid_vote_penalty`` as its raw reward
-(a format penalty, as for an unparseable vote); the raw rewards of all the group's tests are then
-z-scored together, and each non-zero one is an RM sample.
+``passes_NK``. A test is rejected (`rejection_reasons`, counted per reason in the group's statistics)
+when the writer did not format it — it gets ``critic.invalid_vote_penalty`` as its raw reward (a format
+penalty, as for an unparseable vote) — or when it repeats an earlier test of the group (the same input
+and output after the sandbox's normalisation): a duplicate is neither run nor trained on, so one test
+written twice is not two samples. The raw rewards of the group's other tests are z-scored together,
+and each non-zero one is an RM sample.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from rlanything.v1.events_pb2 import JudgedTrajectory, TrainingSample
 
 from services.common.algo.coding_rewards import raw_unit_test_rewards, unit_tests_correct
 from services.common.algo.zscore import zscore
-from services.common.sandbox import Job, Sandbox, outputs_match
+from services.common.sandbox import Job, Sandbox, normalise_output, outputs_match
 from services.common.unit_tests import extract_program, parse_unit_test
 
-__all__ = ["GeneratedTest", "generated_tests", "programs_of", "correct_programs_of", "unit_test_samples",
-           "score_tests"]
+__all__ = ["GeneratedTest", "generated_tests", "rejection_reasons", "kept_tests", "programs_of", "correct_programs_of",
+           "unit_test_samples", "score_tests", "REJECTION_REASONS"]
+
+REJECTION_REASONS = ("unparseable", "duplicate")
+"""Why a generated test is not scored as written: not in the format; the same as an earlier test of the group."""
 
 ZERO = 1e-9
 
@@ -45,6 +51,26 @@ def generated_tests(recs: Sequence[JudgedTrajectory]) -> list[GeneratedTest]:
             for v, vote in enumerate(judgement.votes)]
 
 
+def rejection_reasons(tests: Sequence[GeneratedTest]) -> list[str | None]:
+    """Per test: None (kept), ``"unparseable"`` (no test in the writer's format) or ``"duplicate"`` (its
+    input and output equal an earlier test's after `normalise_output`)."""
+    seen: set[tuple[str, str]] = set()
+    out: list[str | None] = []
+    for t in tests:
+        if t.test is None:
+            out.append("unparseable")
+            continue
+        key = (normalise_output(t.test[0]), normalise_output(t.test[1]))
+        out.append("duplicate" if key in seen else None)
+        seen.add(key)
+    return out
+
+
+def kept_tests(tests: Sequence[GeneratedTest]) -> list[tuple[str, str]]:
+    """The tests that are run and scored (`rejection_reasons` None), in order."""
+    return [t.test for t, why in zip(tests, rejection_reasons(tests)) if why is None and t.test is not None]
+
+
 def programs_of(recs: Sequence[JudgedTrajectory]) -> list[str]:
     """Each rollout's program: its last step's action ('' for none), as the env ran it."""
     return [extract_program(r.trajectory.steps[-1].action) if r.trajectory.steps else "" for r in recs]
@@ -61,23 +87,24 @@ def unit_test_samples(recs: Sequence[JudgedTrajectory], tests: Sequence[Generate
     """The RM samples of one group's tests and its statistics: ``sum/unit_tests``, tests written;
     ``sum/unit_tests_checked``, tests written for a group with at least one correct program (only there
     does "every correct program passes it" say anything: with none every test would count as
-    correct); ``sum/unit_tests_correct``, parseable tests of such a group that every correct
-    program passes.
+    correct); ``sum/unit_tests_correct``, kept tests of such a group that every correct program
+    passes; ``sum/unit_tests_rejected_<reason>``, tests rejected per `REJECTION_REASONS`.
 
-    ``passes_NK[n][k]``: program n passes the k-th *parseable* test of ``tests``.
+    ``passes_NK[n][k]``: program n passes the k-th *kept* test of ``tests`` (`kept_tests`).
 
     Raises:
-        ValueError: ``passes_NK`` does not have one row per rollout and one column per parseable test.
+        ValueError: ``passes_NK`` does not have one row per rollout and one column per kept test.
     """
-    parsed = [t for t in tests if t.test is not None]
+    why = rejection_reasons(tests)
+    kept = [t for t, w in zip(tests, why) if w is None]
     correct_N = correct_programs_of(recs)
-    if len(passes_NK) != len(recs) or any(len(row) != len(parsed) for row in passes_NK):
-        raise ValueError(f"passes_NK must be {len(recs)} x {len(parsed)} (rollouts x parseable tests)")
-    raw_parsed = iter(raw_unit_test_rewards(passes_NK, correct_N) if parsed else [])
-    correct_K = unit_tests_correct(passes_NK, correct_N) if parsed else []
-    raw = [next(raw_parsed) if t.test is not None else invalid_penalty for t in tests]
+    if len(passes_NK) != len(recs) or any(len(row) != len(kept) for row in passes_NK):
+        raise ValueError(f"passes_NK must be {len(recs)} x {len(kept)} (rollouts x kept tests)")
+    raw_kept = iter(raw_unit_test_rewards(passes_NK, correct_N) if kept else [])
+    correct_K = unit_tests_correct(passes_NK, correct_N) if kept else []
+    scored = [(t, next(raw_kept) if w is None else invalid_penalty) for t, w in zip(tests, why) if w != "duplicate"]
     samples = []
-    for t, a in zip(tests, zscore(raw)):
+    for (t, _), a in zip(scored, zscore([r for _, r in scored])):
         if abs(a) <= ZERO:
             continue
         rec = recs[t.rollout]
@@ -89,17 +116,20 @@ def unit_test_samples(recs: Sequence[JudgedTrajectory], tests: Sequence[Generate
                                       behaviour_logprobs=vote.behaviour_logprobs, advantage=a,
                                       model_version=rec.reward_model_version))
     checked = any(correct_N)
-    return samples, {"sum/unit_tests": float(len(tests)), "sum/unit_tests_checked": float(len(tests) * checked),
-                     "sum/unit_tests_correct": float(sum(correct_K) * checked)}
+    stats = {"sum/unit_tests": float(len(tests)), "sum/unit_tests_checked": float(len(tests) * checked),
+             "sum/unit_tests_correct": float(sum(correct_K) * checked)}
+    for reason in REJECTION_REASONS:
+        stats[f"sum/unit_tests_rejected_{reason}"] = float(why.count(reason))
+    return samples, stats
 
 
 async def score_tests(sandbox: Sandbox, recs: Sequence[JudgedTrajectory]) -> list[list[bool]]:
-    """``passes_NK``: each rollout's program run on each parseable generated test, in the sandbox.
+    """``passes_NK``: each rollout's program run on each kept generated test (`kept_tests`), in the sandbox.
 
     Raises:
         SandboxError: the sandbox itself failed.
     """
-    tests = [t.test for t in generated_tests(recs) if t.test is not None]
+    tests = kept_tests(generated_tests(recs))
     programs = programs_of(recs)
     results = await sandbox.run_many_async([Job(p, stdin) for p in programs for stdin, _ in tests])
     flat = [r.ok and outputs_match(r.stdout, expected) for r, (_, expected) in

@@ -11,7 +11,7 @@ import pytest
 from services.common.config import CriticServiceConfig
 from services.critic.group_eval import evaluate_group
 from services.critic.round_stats import round_metrics
-from services.critic.unit_test_eval import generated_tests, programs_of
+from services.critic.unit_test_eval import generated_tests, kept_tests, programs_of, rejection_reasons
 from tests.unit.critic.critic_builders import judged
 
 
@@ -82,3 +82,18 @@ def test_a_matrix_of_the_wrong_shape_is_refused():
     with pytest.raises(ValueError, match="passes_NK must be 5 x 4"):
         evaluate_group(code_group(WON, TESTS), CriticServiceConfig(unit_tests=True), partial=False,
                        unit_test_passes=PASSES[:4])
+
+
+def test_a_duplicate_test_is_not_run_nor_trained_twice_and_rejections_are_counted():
+    """Rollout 4 writes rollout 0's test again (spaces and a missing final newline aside): it is rejected
+    as a duplicate, so the group has 3 kept tests, one sample per kept test and the garbage one."""
+    tests = [["\\boxed{1 => 4}"], ["\\boxed{2 => 7}"], ["garbage"], ["\\boxed{3 => 0}"], ["\\boxed{1  => 4  }"]]
+    recs = code_group(WON, tests)
+    assert rejection_reasons(generated_tests(recs)) == [None, None, "unparseable", None, "duplicate"]
+    assert kept_tests(generated_tests(recs)) == [("1\n", "4\n"), ("2\n", "7\n"), ("3\n", "0\n")]
+    passes = [row[:2] + row[3:] for row in PASSES[:4]] + [[True, True, True]]
+    out = evaluate_group(recs, CriticServiceConfig(unit_tests=True), partial=False, unit_test_passes=passes)
+    assert sorted(s.sample_id for s in out.reward.samples) == [f"r0/code/train-0000/v0/{j}/0/0" for j in range(4)]
+    assert out.stats["sum/unit_tests_rejected_duplicate"] == 1 and out.stats["sum/unit_tests_rejected_unparseable"] == 1
+    metrics = round_metrics([out.stats])
+    assert metrics["reward/unit_test_duplicate_share"] == metrics["reward/unit_test_unparseable_share"] == 0.2
