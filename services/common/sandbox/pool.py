@@ -169,7 +169,7 @@ def _take_uids(config: SandboxConfig) -> list[tuple[int, int]]:
     (flock) end with this process, so pools in other processes never share a uid."""
     os.makedirs(LOCK_DIR, mode=0o700, exist_ok=True)
     taken: list[tuple[int, int]] = []
-    for uid in range(config.uid_base, config.uid_base + config.uid_count):
+    for uid in range(config.first_uid, config.first_uid + config.uid_count):
         fd = os.open(os.path.join(LOCK_DIR, str(uid)), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -181,8 +181,8 @@ def _take_uids(config: SandboxConfig) -> list[tuple[int, int]]:
             return taken
     for _, fd in taken:
         os.close(fd)
-    raise SandboxStartError(f"sandbox: fewer than {config.workers} free uids in [{config.uid_base}, "
-                            f"{config.uid_base + config.uid_count}) (sandbox.uid_base, sandbox.uid_count)")
+    raise SandboxStartError(f"sandbox: fewer than {config.workers} free uids in [{config.first_uid}, "
+                            f"{config.first_uid + config.uid_count}) (sandbox.uid_base, sandbox.uid_count)")
 
 
 class Sandbox:

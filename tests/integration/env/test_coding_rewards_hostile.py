@@ -20,6 +20,7 @@ import pytest
 import yaml
 from rlanything.v1 import env_pb2, env_pb2_grpc
 
+from services.common.config import SandboxConfig
 from services.common.nats_server import NatsServer, free_port
 from services.env.families.base import TaskSpec
 from services.env.families.codeio_family import CodeIOFamily
@@ -143,9 +144,10 @@ def step(env, task, program: str, seed: int = 0) -> env_pb2.StepResponse:
 
 
 def sandbox_processes() -> list[psutil.Process]:
-    """Live processes of the sandbox's uid range (61000...)."""
+    """Live processes of the sandbox's uid range (the default, derived from the host name as the service's)."""
+    first, count = SandboxConfig().first_uid, SandboxConfig().uid_count
     return [p for p in psutil.process_iter(["uids", "status"]) if p.info["uids"] and
-            61000 <= p.info["uids"].real < 61000 + 1024 and p.info["status"] != psutil.STATUS_ZOMBIE]
+            first <= p.info["uids"].real < first + count and p.info["status"] != psutil.STATUS_ZOMBIE]
 
 
 @pytest.mark.parametrize("name", list(ROWS))

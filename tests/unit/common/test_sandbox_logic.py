@@ -106,3 +106,14 @@ def test_config_errors_name_the_field():
 def test_a_configured_bwrap_that_is_not_executable_is_refused(tmp_path):
     with pytest.raises(SandboxStartError, match="bwrap_path"):
         find_bwrap(str(tmp_path / "nothing"))
+
+
+def test_the_uid_range_is_the_configured_one_or_derived_from_the_host_name(monkeypatch):
+    import socket as socket_module
+    assert SandboxConfig(uid_base=61000).first_uid == 61000
+    monkeypatch.setattr(socket_module, "gethostname", lambda: "env-7d9f-abcde")
+    first = SandboxConfig().first_uid
+    monkeypatch.setattr(socket_module, "gethostname", lambda: "env-7d9f-fghij")
+    second = SandboxConfig().first_uid
+    assert first != second and all(100_000 <= u < 100_000 + 8192 * 1024 for u in (first, second))
+    assert first % 1024 == second % 1024 == 100_000 % 1024   # ranges of uid_count never overlap partly
