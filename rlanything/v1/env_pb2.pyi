@@ -66,7 +66,7 @@ class ResetRequest(_message.Message):
     def __init__(self, task: _Optional[_Union[_events_pb2.TaskRef, _Mapping]] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
-    __slots__ = ("session_id", "task_text", "observation", "admissible_actions", "single_turn", "max_steps", "screenshot_png")
+    __slots__ = ("session_id", "task_text", "observation", "admissible_actions", "single_turn", "max_steps", "screenshot_png", "code_check")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_TEXT_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class ResetResponse(_message.Message):
     SINGLE_TURN_FIELD_NUMBER: _ClassVar[int]
     MAX_STEPS_FIELD_NUMBER: _ClassVar[int]
     SCREENSHOT_PNG_FIELD_NUMBER: _ClassVar[int]
+    CODE_CHECK_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     task_text: str
     observation: str
@@ -81,7 +82,8 @@ class ResetResponse(_message.Message):
     single_turn: bool
     max_steps: int
     screenshot_png: bytes
-    def __init__(self, session_id: _Optional[str] = ..., task_text: _Optional[str] = ..., observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., single_turn: _Optional[bool] = ..., max_steps: _Optional[int] = ..., screenshot_png: _Optional[bytes] = ...) -> None: ...
+    code_check: _events_pb2.CodeCheck
+    def __init__(self, session_id: _Optional[str] = ..., task_text: _Optional[str] = ..., observation: _Optional[str] = ..., admissible_actions: _Optional[_Iterable[str]] = ..., single_turn: _Optional[bool] = ..., max_steps: _Optional[int] = ..., screenshot_png: _Optional[bytes] = ..., code_check: _Optional[_Union[_events_pb2.CodeCheck, _Mapping]] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("session_id", "action")

@@ -137,7 +137,7 @@ class TrajectoryStep(_message.Message):
     def __init__(self, index: _Optional[int] = ..., prompt: _Optional[str] = ..., response: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., response_token_ids: _Optional[_Iterable[int]] = ..., behaviour_logprobs: _Optional[_Iterable[float]] = ..., action: _Optional[str] = ..., action_index: _Optional[int] = ..., valid: _Optional[bool] = ..., observation: _Optional[str] = ..., next_observation: _Optional[str] = ..., oracle_label: _Optional[_Union[StepLabel, str]] = ..., env_reward: _Optional[float] = ..., response_truncated: _Optional[bool] = ..., turn_id: _Optional[str] = ..., served_by_policy: _Optional[bool] = ..., served_version: _Optional[int] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round", "tenant", "episode_id", "outcome_source", "task_type", "candidate_check")
+    __slots__ = ("trajectory_id", "job_id", "round", "task", "rollout_index", "group_size", "task_text", "steps", "outcome", "truncated", "policy_version", "generate_s", "env_s", "is_candidate", "split", "source", "jobs_in_round", "tenant", "episode_id", "outcome_source", "task_type", "candidate_check", "code_check")
     TRAJECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +160,7 @@ class Trajectory(_message.Message):
     OUTCOME_SOURCE_FIELD_NUMBER: _ClassVar[int]
     TASK_TYPE_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_CHECK_FIELD_NUMBER: _ClassVar[int]
+    CODE_CHECK_FIELD_NUMBER: _ClassVar[int]
     trajectory_id: str
     job_id: str
     round: int
@@ -182,7 +183,18 @@ class Trajectory(_message.Message):
     outcome_source: str
     task_type: str
     candidate_check: CandidateCheck
-    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ..., jobs_in_round: _Optional[int] = ..., tenant: _Optional[str] = ..., episode_id: _Optional[str] = ..., outcome_source: _Optional[str] = ..., task_type: _Optional[str] = ..., candidate_check: _Optional[_Union[CandidateCheck, _Mapping]] = ...) -> None: ...
+    code_check: CodeCheck
+    def __init__(self, trajectory_id: _Optional[str] = ..., job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., rollout_index: _Optional[int] = ..., group_size: _Optional[int] = ..., task_text: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[TrajectoryStep, _Mapping]]] = ..., outcome: _Optional[int] = ..., truncated: _Optional[bool] = ..., policy_version: _Optional[int] = ..., generate_s: _Optional[float] = ..., env_s: _Optional[float] = ..., is_candidate: _Optional[bool] = ..., split: _Optional[str] = ..., source: _Optional[str] = ..., jobs_in_round: _Optional[int] = ..., tenant: _Optional[str] = ..., episode_id: _Optional[str] = ..., outcome_source: _Optional[str] = ..., task_type: _Optional[str] = ..., candidate_check: _Optional[_Union[CandidateCheck, _Mapping]] = ..., code_check: _Optional[_Union[CodeCheck, _Mapping]] = ...) -> None: ...
+
+class CodeCheck(_message.Message):
+    __slots__ = ("input_validator", "reference", "checker")
+    INPUT_VALIDATOR_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    CHECKER_FIELD_NUMBER: _ClassVar[int]
+    input_validator: str
+    reference: str
+    checker: str
+    def __init__(self, input_validator: _Optional[str] = ..., reference: _Optional[str] = ..., checker: _Optional[str] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("value", "response", "response_token_ids", "behaviour_logprobs")

@@ -42,7 +42,7 @@ from services.common.config import CriticServiceConfig
 from services.common.config.env import CODE_FAMILIES
 from services.common.rounds import batch_id, sample_id
 from services.critic.round_stats import LABEL_SIGN, judge_stats
-from services.critic.unit_test_eval import generated_tests, unit_test_samples
+from services.critic.unit_test_eval import TaskChecks, generated_tests, unit_test_samples
 
 __all__ = ["GroupOutputs", "evaluate_group", "trains_models", "ZERO_ADVANTAGE"]
 
@@ -156,7 +156,8 @@ def _bad_steps(recs: Sequence[JudgedTrajectory]) -> list[BadSteps]:
 
 def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig, *, partial: bool,
                    latest_policy_version: int | None = None,
-                   unit_test_passes: Sequence[Sequence[bool]] | None = None) -> GroupOutputs:
+                   unit_test_passes: Sequence[Sequence[bool]] | None = None,
+                   unit_test_checks: TaskChecks = TaskChecks()) -> GroupOutputs:
     """Compute the outputs of one job's group from its judged trajectories.
 
     Args:
@@ -167,6 +168,7 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
         unit_test_passes: a code group whose votes are generated unit tests (``critic.unit_tests``):
             program n (records by rollout index) passes the k-th parseable test
             (`unit_test_eval.score_tests`); the RM samples are then the tests' CURE rewards.
+        unit_test_checks: the task's validator verdicts and reference row for those tests (`TaskChecks`).
 
     Raises:
         ValueError: ``records`` is empty.
@@ -199,7 +201,8 @@ def evaluate_group(records: Sequence[JudgedTrajectory], cfg: CriticServiceConfig
     in_band = in_rm_band(acc, cfg.rm_band_low, cfg.rm_band_high)
     if unit_test_passes is not None:  # the RM wrote tests: CURE's test rewards, the code keep rule
         tests = generated_tests(recs)
-        test_samples, test_stats = unit_test_samples(recs, tests, unit_test_passes, cfg.invalid_vote_penalty)
+        test_samples, test_stats = unit_test_samples(recs, tests, unit_test_passes, cfg.invalid_vote_penalty,
+                                                     unit_test_checks)
         stats.update(test_stats)
         in_band = keep_task(acc, cfg.code_keep_low, cfg.code_keep_high)
         reward_samples = test_samples if trains and in_band else []

@@ -34,7 +34,7 @@ from services.common.sandbox.selftest import require_containment
 from services.common.streams import Subjects
 from services.common.topology import Consumers
 from services.critic.group_eval import evaluate_group
-from services.critic.unit_test_eval import score_tests
+from services.critic.unit_test_eval import TaskChecks, score_tests
 from services.critic.grpc_service import SERVICE_NAME, CriticServicer
 from services.critic.ledger import Ledger
 from services.critic.live import LiveCritic
@@ -143,25 +143,27 @@ class CriticService(Service):
                 await self._close(group, partial=False)
                 return
         if complete:  # the group's programs run on its generated tests outside the lock: other groups go on
-            passes = await self._score(group)
+            scored = await self._score(group)
             async with self._lock:
                 if self.open.get(group.job_id) is group:  # not closed meanwhile (the timeout sweep)
-                    await self._close(group, partial=False, unit_test_passes=passes)
+                    await self._close(group, partial=False, scored=scored)
 
     def _tested(self, group: OpenGroup) -> bool:
         """Does this group's RM write unit tests that the critic runs (a code task, critic.unit_tests)?"""
         return self.sandbox is not None and group.first.trajectory.task.family in CODE_FAMILIES
 
-    async def _score(self, group: OpenGroup) -> list[list[bool]]:
-        """passes_NK of the group's programs on its generated tests (`unit_test_eval.score_tests`)."""
+    async def _score(self, group: OpenGroup) -> tuple[list[list[bool]], TaskChecks]:
+        """passes_NK of the group's programs on its generated tests and the task's own checks of them
+        (`unit_test_eval.score_tests`)."""
         assert self.sandbox is not None
         recs = sorted(group.records.values(), key=lambda r: r.trajectory.rollout_index)
         start = time.perf_counter()
-        passes = await score_tests(self.sandbox, recs)
+        passes, checks = await score_tests(self.sandbox, recs)
         self.log.info("unit tests scored", extra={"job_id": group.job_id, "programs": len(passes),
                                                   "tests": len(passes[0]) if passes else 0,
+                                                  "invalid_inputs": sum(checks.invalid_inputs),
                                                   "seconds": round(time.perf_counter() - start, 3)})
-        return passes
+        return passes, checks
 
     async def _on_policy_version(self, event: ModelVersion, delivery: Delivery) -> None:
         """Consumer handler for `rla.models.policy`: remember the newest version (staleness metric)."""
@@ -170,7 +172,8 @@ class CriticService(Service):
             self.latest_policy_version = int(event.version)
             self.live.latest_policy_version = int(event.version)
 
-    async def _close(self, group: OpenGroup, partial: bool, unit_test_passes: list[list[bool]] | None = None) -> None:
+    async def _close(self, group: OpenGroup, partial: bool,
+                     scored: tuple[list[list[bool]], TaskChecks] | None = None) -> None:
         """Publish a group's outputs, store its report, update its round, delete its keys (a group whose
         generated tests were not scored yet, partial or reloaded after a restart, is scored here).
         A group already reported (its keys left by a crash or a failed delete) is only finished
@@ -178,10 +181,12 @@ class CriticService(Service):
         if self.ledger.is_closed(group.job_id):
             await self._finish_close(group)
             return
-        if unit_test_passes is None and self._tested(group):
-            unit_test_passes = await self._score(group)
+        if scored is None and self._tested(group):
+            scored = await self._score(group)
         out = evaluate_group(list(group.records.values()), self.cfg, partial=partial,
-                             latest_policy_version=self.latest_policy_version, unit_test_passes=unit_test_passes)
+                             latest_policy_version=self.latest_policy_version,
+                             unit_test_passes=None if scored is None else scored[0],
+                             unit_test_checks=TaskChecks() if scored is None else scored[1])
         report = out.report
         await self.bus.publish(Subjects.SAMPLES_POLICY, out.policy, msg_id=out.policy.batch_id)
         await self.bus.publish(Subjects.SAMPLES_REWARD, out.reward, msg_id=out.reward.batch_id)

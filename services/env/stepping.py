@@ -40,7 +40,7 @@ async def reset_episode(sessions: SessionStore, ref: TaskRef, family: TaskFamily
                                  observation=episode.observation,
                                  admissible_actions=list(episode.admissible_actions),
                                  single_turn=episode.single_turn, max_steps=family.max_steps,
-                                 screenshot_png=episode.screenshot_png)
+                                 screenshot_png=episode.screenshot_png, code_check=episode.code_check)
 
 
 async def step_episode(session: Session, action: str) -> env_pb2.StepResponse:

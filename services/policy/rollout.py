@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rlanything.v1 import env_pb2
-from rlanything.v1.events_pb2 import RolloutJob, Trajectory, TrajectoryStep
+from rlanything.v1.events_pb2 import CodeCheck, RolloutJob, Trajectory, TrajectoryStep
 
 from services.common.models.generation import Chat, Completion, Generator, Sampling, Seeds, generate_async
 from services.common.models.merging import MergingGenerator
@@ -112,6 +112,7 @@ class _Episode:
     done: bool = False
     won: bool = False
     truncated: bool = False
+    code_check: CodeCheck | None = None
 
 
 def unreachable_version(min_version: int, latest_announced: int | None) -> str | None:
@@ -156,7 +157,8 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
     sampling = sampling_of(job)
     resets = await asyncio.gather(*(env.reset(job.task, int(seed)) for seed in job.seeds[: job.group_size]))
     episodes = [_Episode(j, r.session_id, r.task_text, r.observation, list(r.admissible_actions), r.single_turn,
-                         min(job.max_steps or r.max_steps, r.max_steps) if r.max_steps else job.max_steps)
+                         min(job.max_steps or r.max_steps, r.max_steps) if r.max_steps else job.max_steps,
+                         code_check=r.code_check if r.HasField("code_check") else None)
                 for j, r in enumerate(resets)]
     generate_s = env_s = 0.0
     version = agent.model_version
@@ -194,7 +196,8 @@ async def run_group(job: RolloutJob, env: EnvClient, player: Generator | Agent, 
                        policy_version=min((s.served_version for s in e.steps), default=version),
                        generate_s=generate_s, env_s=env_s, is_candidate=job.is_candidate, split=job.split,
                        source="rollout", jobs_in_round=job.jobs_in_round,
-                       candidate_check=job.candidate_check if job.HasField("candidate_check") else None)
+                       candidate_check=job.candidate_check if job.HasField("candidate_check") else None,
+                       code_check=e.code_check)
             for e in episodes]
 
 

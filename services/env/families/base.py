@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from rlanything.v1.events_pb2 import CodeCheck
+
 from services.common.errors import InvalidArgumentError
 from services.common.seeding import derive_seed
 
@@ -72,6 +74,9 @@ class Episode(ABC):
     admissible_actions: tuple[str, ...]
     """Actions the agent may choose from now (empty for single-turn tasks: answer freely)."""
     single_turn: bool = False
+    code_check: CodeCheck | None = None
+    """Code tasks: the problem's input validator, reference and checker, for the critic to score the unit
+    tests a reward model writes (`ResetResponse.code_check`); None for other tasks."""
     screenshot_png: bytes = b""
     """The current screen as PNG bytes (families with screenshots, e.g. ``web`` with ``screenshots: true``;
     empty otherwise)."""

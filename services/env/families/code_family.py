@@ -23,6 +23,8 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 
+from rlanything.v1.events_pb2 import CodeCheck
+
 from services.common.config.sandbox import SandboxConfig
 from services.common.errors import InvalidArgumentError
 from services.common.sandbox import Job, RunResult, Sandbox, Verdict
@@ -65,6 +67,8 @@ class CodeEpisode(Episode):
         self.problem = problem
         self.run_tests = run_tests
         self.task_text = f"{TASK_TEXT}\n{problem.statement}"  # a single-turn policy is shown the task text only
+        self.code_check = CodeCheck(input_validator=problem.input_validator, reference=problem.reference,
+                                    checker=problem.checker)
         self.observation = problem.statement
         self.admissible_actions = ()
         self.done = False

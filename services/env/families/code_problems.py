@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from services.common.errors import InvalidArgumentError
 from services.common.unit_tests import extract_program
 
-__all__ = ["Step", "CodeProblem", "TESTS", "INPUT_RANGE", "TASK_TEXT", "MAX_CONSTANT", "MAX_FACTOR", "draw_steps", "apply_steps", "render_steps",
+__all__ = ["Step", "CodeProblem", "INTEGER_VALIDATOR", "TESTS", "INPUT_RANGE", "TASK_TEXT", "MAX_CONSTANT", "MAX_FACTOR", "draw_steps", "apply_steps", "render_steps",
            "reference_program", "function_key", "make_problem", "extract_program"]
 
 TESTS = 8
@@ -28,6 +28,9 @@ INPUT_RANGE = (-99, 99)
 """Inputs of examples and tests are drawn from this closed range."""
 TASK_TEXT = ("Write a Python 3 program that reads its input from standard input and prints its answer. "
              "Only the Python standard library can be imported.")
+INTEGER_VALIDATOR = ("import sys\ntokens = sys.stdin.read().split()\n"
+                     "if len(tokens) != 1:\n    raise SystemExit(1)\nint(tokens[0])\n")
+"""The input validator of procedural problems: the input is one integer (the statement's x)."""
 MAX_CONSTANT = 9
 """Default largest constant of an ``add``/``subtract`` step (knob ``max_constant``)."""
 MAX_FACTOR = 5
@@ -55,6 +58,9 @@ class CodeProblem:
     checker: str = "exact"
     """How an output is compared with a test's expected one (`services.common.sandbox.Checker.parse`:
     ``exact``, ``token``, ``float:rel=R,abs=A``); the statement says so when it is not exact."""
+    input_validator: str = ""
+    """A Python program that exits 0 when its standard input is a valid input of the problem ("": none);
+    the critic rejects a generated unit test whose input it refuses (run in the sandbox)."""
 
 
 def draw_steps(ops: int, rng: random.Random, max_constant: int = MAX_CONSTANT,
@@ -127,4 +133,5 @@ def make_problem(ops: int, examples: int, seed: int, max_constant: int = MAX_CON
     statement = ("Read one integer x from standard input and print one integer: the result of these steps "
                  f"applied to x: {render_steps(steps)}." + (f"\nExamples:{shown}" if shown else ""))
     tests = tuple((f"{x}\n", f"{apply_steps(steps, x)}\n") for x in inputs[examples:])
-    return CodeProblem(statement, reference_program(steps), tests, function_key(steps))
+    return CodeProblem(statement, reference_program(steps), tests, function_key(steps),
+                       input_validator=INTEGER_VALIDATOR)

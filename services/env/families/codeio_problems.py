@@ -169,4 +169,51 @@ def problem_from_runs(entry: CodeIOEntry, inputs: list[str], outputs: list[str],
     pairs = [(i.strip() + "\n", o.strip() + "\n") for i, o in zip(inputs, outputs, strict=True)]
     checker = checker_for(outputs)
     return CodeProblem(statement(entry, pairs[:examples], checker), reference_program(entry),
-                       tuple(pairs[MAX_EXAMPLES:]), entry.problem_id, checker)
+                       tuple(pairs[MAX_EXAMPLES:]), entry.problem_id, checker, json_validator(inputs))
+
+
+_VALIDATOR_BODY = """
+def kind(v):
+    for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", list), ("dict", dict)):
+        if isinstance(v, t):
+            return name
+    return "null"
+try:
+    got = json.loads(sys.stdin.read())
+except ValueError:
+    raise SystemExit(1)
+if not isinstance(got, dict) or set(got) != set(SPEC):
+    raise SystemExit(1)
+for key, value in got.items():
+    k = kind(value)
+    if k not in SPEC[key] and not (k == "int" and "float" in SPEC[key]):
+        raise SystemExit(1)
+"""
+
+
+def json_kind(value: object) -> str:
+    """The JSON type name of ``value``: bool, int, float, str, list, dict or null."""
+    for name, t in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", list), ("dict", dict)):
+        if isinstance(value, t):
+            return name
+    return "null"
+
+
+def json_validator(inputs: list[str]) -> str:
+    """The input validator of a CodeI/O problem, from its generated inputs (JSON objects): a program that
+    accepts one JSON object with the same keys, each value of a JSON type some input gave that key (an
+    integer where a float was seen is accepted). "" when an input is not a JSON object."""
+    spec: dict[str, set[str]] = {}
+    for line in inputs:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            return ""
+        if not isinstance(obj, dict):
+            return ""
+        for key, value in obj.items():
+            spec.setdefault(key, set()).add(json_kind(value))
+    keys = [set(json.loads(line)) for line in inputs]
+    if any(k != keys[0] for k in keys):
+        return ""
+    return f"import json, sys\nSPEC = {({k: sorted(v) for k, v in sorted(spec.items())})!r}\n{_VALIDATOR_BODY}"

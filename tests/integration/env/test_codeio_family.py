@@ -203,6 +203,9 @@ def test_the_env_service_serves_codeio_tasks_scored_in_its_sandbox(spawn_service
         problem = problems[task.ref.slot_id]
         reset = env.Reset(env_pb2.ResetRequest(task=task.ref, seed=0))
         assert reset.single_turn and reset.task_text == f"{TASK_TEXT}\n{problem.statement}"
+        check = reset.code_check   # for the critic's scoring of generated tests, not for the prompt
+        assert (check.reference, check.checker) == (problem.reference, problem.checker) and check.input_validator
+        assert problem.reference not in reset.task_text
         win = env.Step(env_pb2.StepRequest(session_id=reset.session_id, action=f"```python\n{problem.reference}```"))
         assert (win.won, win.reward, win.observation) == (True, 1.0, "Passed 8 of 8 tests.")
         reset = env.Reset(env_pb2.ResetRequest(task=task.ref, seed=1))

@@ -143,11 +143,18 @@ def step(env, task, program: str, seed: int = 0) -> env_pb2.StepResponse:
     return env.Step(env_pb2.StepRequest(session_id=reset.session_id, action=f"```python\n{program}```"), timeout=120)
 
 
-def sandbox_processes() -> list[psutil.Process]:
-    """Live processes of the sandbox's uid range (the default, derived from the host name as the service's)."""
+def sandbox_processes(service_pid: int) -> list[psutil.Process]:
+    """Live processes under the env service that run as a sandbox uid (the default range, derived from the
+    host name as the service's; other tests' sandboxes, under other parents, do not count)."""
     first, count = SandboxConfig().first_uid, SandboxConfig().uid_count
-    return [p for p in psutil.process_iter(["uids", "status"]) if p.info["uids"] and
-            first <= p.info["uids"].real < first + count and p.info["status"] != psutil.STATUS_ZOMBIE]
+    found = []
+    for p in psutil.Process(service_pid).children(recursive=True):
+        try:
+            if first <= p.uids().real < first + count and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 @pytest.mark.parametrize("name", list(ROWS))
@@ -162,7 +169,7 @@ def test_each_program_gets_its_verdict_and_reward(float_task, env_service, name)
             holder.kill()
             holder.wait()
     assert (list(result.test_verdicts), result.reward) == ([verdict] * 8, reward), result.observation
-    assert sandbox_processes() == []   # nothing of the run survives it (the daemon included)
+    assert sandbox_processes(env_service[0].proc.pid) == []   # nothing of the run survives it (the daemon included)
 
 
 def test_the_cheats_do_win_outside_the_sandbox(float_task, env_service):
