@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from services.common.sandbox import SandboxStartError
-from services.common.sandbox.launch import find_bwrap
+from tests.integration.sandbox.test_sandbox_safety import _bwrap_missing
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root (namespaces, per-run uids)")
 
@@ -28,14 +27,6 @@ with Sandbox(SandboxConfig(isolation={isolation!r}, workers=1)) as sandbox:
     result = sandbox.run("print(int(input()) * 2)", "21\\n", timeout_s=5)
     print(result.verdict.value, result.stdout.strip())
 """
-
-
-def _bwrap_missing() -> str | None:
-    try:
-        find_bwrap(None)
-    except SandboxStartError as error:
-        return str(error)
-    return None
 
 
 @pytest.mark.parametrize("isolation", ["bwrap", "fork"])
