@@ -192,13 +192,16 @@ class TextWorldFamily(TaskFamily):
         if target.exists() and target.with_suffix(".json").exists():
             return
         tw_make = Path(sys.executable).with_name("tw-make")
-        exe = str(tw_make) if tw_make.exists() else shutil.which("tw-make")
-        if exe is None:
+        # the script beside the interpreter is run by the interpreter: its "#!" line names the virtualenv's
+        # python by path, which the kernel cuts at the first space (a checkout under "/tmp/my runs/")
+        found = shutil.which("tw-make")
+        launcher = [sys.executable, str(tw_make)] if tw_make.exists() else [found] if found else None
+        if launcher is None:
             raise RLAnythingError("tw-make not found next to the Python interpreter nor on PATH")
         k = {name: int(v) for name, v in spec.knobs.items()}
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{spec.key()}-", dir=self.cache_dir))
         try:
-            cmd = [exe, "custom", "--world-size", str(k["world_size"]), "--nb-objects", str(k["nb_objects"]),
+            cmd = [*launcher, "custom", "--world-size", str(k["world_size"]), "--nb-objects", str(k["nb_objects"]),
                    "--quest-length", str(k["quest_length"]), "--seed", str(spec.seed),
                    "--output", str(tmp / "game.z8"), "--silent"]
             try:

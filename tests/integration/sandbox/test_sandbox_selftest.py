@@ -5,6 +5,8 @@ only warns), so the probes do find what they look for."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,11 +21,15 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs roo
 
 @pytest.fixture
 def private(tmp_path, monkeypatch):
-    (tmp_path / "tests.json").write_text('{"outputs": ["42"]}')   # a cached ground-truth test
+    (tmp_path / "tests.json").write_text('{"outputs": ["42"]}')   # a cached ground-truth test under /tmp
+    outside = Path(tempfile.mkdtemp(prefix="rla-selftest-", dir="/var/tmp"))   # and one outside /tmp, which
+    os.chmod(outside, 0o755)                       # fork isolation leaves visible (it replaces /tmp only)
+    (outside / "tests.json").write_text('{"outputs": ["42"]}')
+    os.chmod(outside / "tests.json", 0o644)
     monkeypatch.setenv("RLA_TEST_API_KEY", "sk-selftest-0123456789")   # a secret of the service
     monkeypatch.delenv("RLANYTHING_SANDBOX_REFUSE_FORK", raising=False)
-    # the checkout (outside /tmp, which fork isolation does replace by its own tmpfs) and a cache under /tmp
-    return [str(ROOT), str(ROOT / "pyproject.toml"), str(tmp_path), str(tmp_path / "tests.json")]
+    yield [str(ROOT), str(outside), str(outside / "tests.json"), str(tmp_path), str(tmp_path / "tests.json")]
+    shutil.rmtree(outside)
 
 
 def test_bwrap_contains_every_probe(private):
