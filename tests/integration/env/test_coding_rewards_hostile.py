@@ -34,10 +34,8 @@ CANARY = "rla-canary-hostile-0123456789"
 CHEAT_CACHE = r'''
 import json, os, sys
 line = sys.stdin.read().strip()
-for top in ["/", os.path.expanduser("~")]:
+for top in CACHE_DIRS:
     for root, dirs, files in os.walk(top):
-        if root == "/":   # every place a cache could be but the system's own (a walk of /usr takes seconds)
-            dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev", "usr", "lib", "lib64", "lib32", "bin", "sbin")]
         for name in files:
             if name.endswith(".json"):
                 try:
@@ -48,7 +46,9 @@ for top in ["/", os.path.expanduser("~")]:
                     print(data["outputs"][[i.strip() for i in data["inputs"]].index(line)])
                     sys.exit(0)
 '''
-"""Finds its own test among the cached tests (any JSON file with ``inputs``/``outputs``) and prints the answer."""
+"""Finds its own test among the cached tests (any JSON file with ``inputs``/``outputs`` under ``CACHE_DIRS``,
+which the test fills with the service's real cache path: the strongest form of the attack, no guessing)
+and prints the answer. A walk of the whole sandbox file system took over the 2 s limit on a busy machine."""
 
 CHEAT_SECRET = (f"import os\nfound = False\n"
                 "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
@@ -163,7 +163,7 @@ def test_each_program_gets_its_verdict_and_reward(float_task, env_service, name)
     make, verdict, reward = ROWS[name]
     holder = subprocess.Popen(["sh", "-c", "sleep 60", CANARY]) if "secret" in name else None
     try:
-        result = step(env, task, make(problem.reference))
+        result = step(env, task, make(problem.reference).replace("CACHE_DIRS", repr([str(env_service[1])])))
     finally:
         if holder is not None:
             holder.kill()
@@ -177,7 +177,7 @@ def test_the_cheats_do_win_outside_the_sandbox(float_task, env_service):
     _, _, problem = float_task
     _, cache = env_service
     stdin, expected = problem.tests[0]
-    done = subprocess.run([sys.executable, "-c", CHEAT_CACHE.replace('["/", os.path.expanduser("~")]', repr([str(cache)]))],
+    done = subprocess.run([sys.executable, "-c", CHEAT_CACHE.replace("CACHE_DIRS", repr([str(cache)]))],
                           input=stdin, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == expected.strip()
 
