@@ -285,14 +285,18 @@ class Product:
         body = {"episodeId": episode, "revision": 0, "ended": True, "userRef": user.user_id, "taskType": TASK_TYPE,
                 "consent": {"training": True, "taskGeneration": True}, "messages": messages,
                 "outcome": {"value": value, "source": "OUTCOME_SOURCE_USER", "reference": task.reference}}
-        r = self.ingest.post("/episodes", json=body)
-        if r.status_code != 202:
-            raise RuntimeError(f"episode {episode}: {r.status_code} {r.text}")
+        self._accepted(self.ingest.post("/episodes", json=body), f"episode {episode}")
         fb = {"feedbackId": f"{episode}:thumb", "episodeId": episode, "turnId": "t1", "kind": "KIND_THUMBS",
               "value": value}
-        r = self.ingest.post("/feedback", json=fb)
+        self._accepted(self.ingest.post("/feedback", json=fb), f"feedback {episode}")
+
+    @staticmethod
+    def _accepted(r: "httpx.Response", what: str) -> None:
+        """Raises httpx.HTTPStatusError (naming ``what``, the status and the body) unless ``r`` is a 202."""
+        import httpx
+
         if r.status_code != 202:
-            raise RuntimeError(f"feedback {episode}: {r.status_code} {r.text}")
+            raise httpx.HTTPStatusError(f"{what}: {r.status_code} {r.text}", request=r.request, response=r)
 
     def round(self, k: int) -> dict:
         """Product round ``k``: eval users (greedy, nothing posted), then train users (and, in round 0,
@@ -341,7 +345,7 @@ def product_round(product: "Product", k: int, run_ended: Callable[[], bool]) -> 
 
     try:
         return product.round(k)
-    except (openai.APIConnectionError, openai.APIStatusError, httpx.TransportError) as exc:
+    except (openai.APIConnectionError, openai.APIStatusError, httpx.HTTPError) as exc:
         if run_ended():
             return None
         raise RuntimeError(f"product round {k}: {exc}") from exc

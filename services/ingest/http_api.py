@@ -14,12 +14,14 @@
 Every request carries ``Authorization: Bearer <tenant key>``. Refusals: 401 unknown key, 403 no
 consent or another tenant's name, 404 unknown episode, 409 a revision re-posted with other
 content, 413 too large, 422 a schema or value error naming the field, 429 (with ``Retry-After``)
-too many open episodes, 503 redaction unavailable.
+too many open episodes, 503 redaction or the event bus unavailable (retry; nothing was stored),
+500 anything else (an OpenAI-style ``server_error`` body, the traceback in the service's log).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import TypeVar
 
 from fastapi import FastAPI, Request
@@ -28,12 +30,15 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from rlanything.v1.ingest_pb2 import Feedback, IngestEpisode
 
+from services.common.bus import CONNECTION_ERRORS
+from services.common.errors import UnavailableError
 from services.ingest.shell import IngestShell
 from services.ingest.episodes import IngestError
 
 __all__ = ["build_app"]
 
 M = TypeVar("M", bound=Message)
+log = logging.getLogger("rlanything.ingest")
 _TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 409: "conflict_error",
           413: "request_too_large", 429: "rate_limit_error", 503: "service_unavailable"}
 
@@ -80,6 +85,17 @@ def build_app(shell: IngestShell) -> FastAPI:
     @app.exception_handler(IngestError)
     async def refused(_: Request, exc: IngestError) -> JSONResponse:
         return _error(exc)
+
+    @app.exception_handler(Exception)
+    async def failed(_: Request, exc: Exception) -> JSONResponse:  # never text/plain "Internal Server Error"
+        if isinstance(exc, (UnavailableError, *CONNECTION_ERRORS)):  # NATS lost or stopping: the product retries
+            log.warning("request not done: the event bus is unavailable", extra={"error": repr(exc)})
+            return _error(IngestError(503, f"the event bus is unavailable ({type(exc).__name__}: {exc}); "
+                                           "nothing was stored, retry", None))
+        log.error("request failed", exc_info=exc)
+        return JSONResponse(status_code=500, content={"error": {
+            "message": f"internal error: {type(exc).__name__}: {exc}"[:500], "type": "server_error", "param": None,
+            "code": "internal_error"}})
 
     @app.get("/healthz")
     async def healthz() -> dict:

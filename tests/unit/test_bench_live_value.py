@@ -119,8 +119,10 @@ REQUEST = httpx.Request("POST", "http://127.0.0.1:1/v1/ingest/episodes")
 @pytest.mark.parametrize("error", [
     httpx.ConnectError("[Errno 111] Connection refused", request=REQUEST),  # the ingest client (a CI run's failure)
     openai.APIConnectionError(request=REQUEST),  # the policy's endpoint
-], ids=["ingest", "openai"])
+    httpx.HTTPStatusError("episode r1-train-1-1: 503 Service Unavailable", request=REQUEST,  # ingest stopping
+                          response=httpx.Response(503, request=REQUEST)),  # (a CI run's failure, then a 500)
+], ids=["ingest", "openai", "ingest-stopping"])
 def test_a_product_round_cut_short_by_the_end_of_the_run_ends_the_product_and_fails_otherwise(error) -> None:
     assert product_round(_Product(error), 1, run_ended=lambda: True) is None
-    with pytest.raises(RuntimeError, match="product round 1: .*(Connection refused|Connection error)"):
+    with pytest.raises(RuntimeError, match="product round 1: .*(Connection refused|Connection error|503)"):
         product_round(_Product(error), 1, run_ended=lambda: False)
