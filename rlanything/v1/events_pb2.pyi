@@ -323,7 +323,7 @@ class TaskReport(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., round: _Optional[int] = ..., task: _Optional[_Union[TaskRef, _Mapping]] = ..., group_size: _Optional[int] = ..., rollouts: _Optional[int] = ..., wins: _Optional[int] = ..., acc: _Optional[float] = ..., direction: _Optional[_Union[Direction, str]] = ..., bad_steps: _Optional[_Iterable[_Union[BadSteps, _Mapping]]] = ..., is_candidate: _Optional[bool] = ..., partial: _Optional[bool] = ..., split: _Optional[str] = ..., jobs_in_round: _Optional[int] = ...) -> None: ...
 
 class ModelVersion(_message.Message):
-    __slots__ = ("role", "version", "uri", "sha256", "trained_on_round", "published_unix_s", "metrics", "batch_keys")
+    __slots__ = ("role", "version", "uri", "sha256", "trained_on_round", "published_unix_s", "metrics", "batch_keys", "start_sha256", "weights_sha256")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -339,6 +339,8 @@ class ModelVersion(_message.Message):
     PUBLISHED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     BATCH_KEYS_FIELD_NUMBER: _ClassVar[int]
+    START_SHA256_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_SHA256_FIELD_NUMBER: _ClassVar[int]
     role: ModelRole
     version: int
     uri: str
@@ -347,7 +349,9 @@ class ModelVersion(_message.Message):
     published_unix_s: float
     metrics: _containers.ScalarMap[str, float]
     batch_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, role: _Optional[_Union[ModelRole, str]] = ..., version: _Optional[int] = ..., uri: _Optional[str] = ..., sha256: _Optional[str] = ..., trained_on_round: _Optional[int] = ..., published_unix_s: _Optional[float] = ..., metrics: _Optional[_Mapping[str, float]] = ..., batch_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    start_sha256: str
+    weights_sha256: str
+    def __init__(self, role: _Optional[_Union[ModelRole, str]] = ..., version: _Optional[int] = ..., uri: _Optional[str] = ..., sha256: _Optional[str] = ..., trained_on_round: _Optional[int] = ..., published_unix_s: _Optional[float] = ..., metrics: _Optional[_Mapping[str, float]] = ..., batch_keys: _Optional[_Iterable[str]] = ..., start_sha256: _Optional[str] = ..., weights_sha256: _Optional[str] = ...) -> None: ...
 
 class TaskPoolEvent(_message.Message):
     __slots__ = ("event_id", "round", "kind", "direction", "parent", "candidate", "acc_prev", "acc_new", "reason")

@@ -90,14 +90,16 @@ class VersionStore:
         return latest, max(0.0, time.time() - latest.published_unix_s)
 
     async def announce(self, role: str, version: int, uri: str | Path, trained_on_round: int,
-                       metrics: dict[str, float] | None = None, batch_keys: Sequence[str] = ()) -> ModelVersion:
+                       metrics: dict[str, float] | None = None, batch_keys: Sequence[str] = (),
+                       lineage: tuple[str, str] = ("", "")) -> ModelVersion:
         """Publish ``rla.models.<role>`` (msg id ``<role>/v<version>``) and record it as the latest;
-        ``batch_keys``: the stored sample batches it was trained on."""
+        ``batch_keys``: the stored sample batches it was trained on; ``lineage``: the digests of the
+        trainable weights it started from and ended with (`services.common.trainer_state.weights_sha256`)."""
         enum, subject = ROLES[role]
         event = ModelVersion(role=enum, version=version, uri=str(uri), sha256=checkpoint_sha256(uri),
                              trained_on_round=trained_on_round, published_unix_s=time.time(),
                              metrics={k: v for k, v in (metrics or {}).items() if v == v},  # drop NaN
-                             batch_keys=list(batch_keys))
+                             batch_keys=list(batch_keys), start_sha256=lineage[0], weights_sha256=lineage[1])
         await self.bus.publish(subject, event, msg_id=model_version_id(role, version))
 
         def newer(current: ModelVersion | None) -> ModelVersion:

@@ -15,6 +15,7 @@ __all__ = [
     "UnavailableError",
     "TransientError",
     "ServiceFailedError",
+    "ResumeError",
     "BusLostError",
     "MessageTooLargeError",
 ]
@@ -76,6 +77,12 @@ class TransientError(RLAnythingError, RuntimeError):
 
 class ServiceFailedError(RLAnythingError, RuntimeError):
     """Raised by the launcher when a service process exits or never becomes healthy."""
+
+
+class ResumeError(ServiceFailedError):
+    """Raised when a restarted trainer cannot go on from the latest announced version: its saved state
+    (weights, optimizer) is missing or does not fit the model, or its weights differ from the ones the
+    version announced. The message names the version, the directory and what was found."""
 
 
 class BusLostError(ServiceFailedError):

@@ -42,9 +42,10 @@ log = logging.getLogger("rlanything.ranks")
 @dataclass(frozen=True)
 class Command:
     """What every rank does next: ``learn`` (a PPO update, then a checkpoint), ``save`` (a checkpoint
-    of the current weights), ``beat`` (nothing: a heartbeat) or ``stop`` (leave the loop)."""
+    of the current weights), ``resume`` (load the saved state of announced ``version``), ``beat``
+    (nothing: a heartbeat) or ``stop`` (leave the loop)."""
 
-    kind: Literal["learn", "save", "beat", "stop"]
+    kind: Literal["learn", "save", "resume", "beat", "stop"]
     role: str = ""
     samples: Sequence[Sample] = field(default_factory=tuple)
     recompute_old: bool = False
@@ -69,6 +70,9 @@ def run_command(learner: PPOLearner, command: Command) -> tuple[dict[str, float]
                                  command.latest_uri)
     if command.kind == "save":
         return {}, learner.save(command.role, command.version)
+    if command.kind == "resume":
+        learner.resume_now(command.role, command.version)
+        return {}, ""
     if command.kind == "beat":
         return {}, ""
     raise ValueError(f"run_command: no action for a {command.kind!r} command")
@@ -99,6 +103,15 @@ class LeadingLearner:
     async def initial_uri(self, role: str) -> str:
         """Version 0 saved by rank 0 (every rank gathers its shards)."""
         return (await self._lead(Command("save", role, version=0)))[1]
+
+    @property
+    def lineage(self) -> tuple[str, str]:
+        """Rank 0's learner's `PPOLearner.lineage`."""
+        return self.learner.lineage
+
+    async def resume(self, role: str, version: int) -> None:
+        """Every rank loads the saved state of announced ``version`` (`PPOLearner.resume_now`)."""
+        await self._lead(Command("resume", role, version=version))
 
     async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
                     latest_uri: str | None) -> tuple[dict[str, float], str]:

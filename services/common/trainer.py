@@ -41,7 +41,7 @@ from services.common.allocator import fix_mmap_threshold
 from services.common.checkpoints import VersionStore, save_checkpoint
 from services.common.config import PPOConfig, RunConfig
 from services.common.data_parallel import Shard, full_state_dict, shard_model
-from services.common.errors import InvalidEventError
+from services.common.errors import InvalidEventError, ResumeError
 from rlanything.v1.events_pb2 import ModelVersion
 from services.common.bus import Delivery, EventBus
 from services.common.kv import ProtoBucket
@@ -49,9 +49,10 @@ from services.common.rounds import LIVE_PREFIX, batch_key, round_batches
 from services.common.topology import Buckets
 from services.common.models.generation import HFGenerator
 from services.common.models.loading import load_model, resolve_model_path
-from services.common.models.lora import adapter_disabled, with_lora
+from services.common.models.lora import adapter_disabled, check_adapter_tensors, with_lora
 from services.common.ppo_update import ppo_update
 from services.common.seeding import derive_seed
+from services.common.trainer_state import keep_state, load_state, save_state, state_root, weights_sha256
 
 __all__ = ["Trainer", "Learner", "PPOLearner", "VersionOnlyLearner", "async_quota_met", "TRAINER_METRICS",
            "staleness_bounds"]
@@ -84,8 +85,18 @@ def async_quota_met(sample_counts: Sequence[int], min_samples: int) -> bool:
 class Learner(Protocol):
     """What a trainer trains with: starting weights, and one update per trained round."""
 
+    @property
+    def lineage(self) -> tuple[str, str]:
+        """(start, end): `services.common.trainer_state.weights_sha256` of the trainable weights the last
+        version started from and of the weights it ended with ('' when the learner has no weights)."""
+        ...
+
     async def initial_uri(self, role: str) -> str:
         """Where version 0 lives (saving the starting weights if needed)."""
+        ...
+
+    async def resume(self, role: str, version: int) -> None:
+        """Go on from announced version ``version``: its weights and optimizer state (a restart)."""
         ...
 
     async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
@@ -111,6 +122,10 @@ class PPOLearner:
     ablation). With ``ppo.ref_beta`` the starting weights are the KL anchor (see ``reference``).
     With ``ppo.lora.rank`` only LoRA adapters are trained and each checkpoint is the adapter alone
     (`services.common.models.lora`); ``reference_source`` is the base model's source.
+
+    Each version also saves the trainer's state (trainable weights, AdamW state and step counts:
+    `services.common.trainer_state`); `resume` loads the state of an announced version, so a restarted
+    trainer goes on where it stopped, on any number of ranks.
 
     Raises:
         ValueError: ``ppo.lora`` or ``ppo.reference`` reload without a ``reference_source``.
@@ -156,9 +171,52 @@ class PPOLearner:
         if self.shard.world > 1:
             shard_model(self.model)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=ppo.lr)
+        self.lineage: tuple[str, str] = ("", "")
+        self.weights_sha256 = ""
+        """`weights_sha256` of the trainable weights now held (set on rank 0 by each save and by `resume`)."""
 
     async def initial_uri(self, role: str) -> str:
         return await asyncio.to_thread(self.save, role, 0)
+
+    async def resume(self, role: str, version: int) -> None:
+        await asyncio.to_thread(self.resume_now, role, version)
+
+    def resume_now(self, role: str, version: int) -> None:
+        """Load the saved state of announced ``version`` (every rank calls it). Version 0 without a saved
+        state is the starting weights themselves (a run of an earlier release).
+
+        Raises:
+            ResumeError: no saved state covers ``version``, or it does not fit the model
+                (`services.common.trainer_state.load_state`).
+        """
+        root = state_root(self.checkpoint_dir, role)
+        if version > 0 or root.exists():
+            meta = load_state(self.model, self.optimizer, root, version, role, self.shard)
+            log.info("resumed the trainer", extra={"role": role, "version": version, "state_of": meta.version,
+                                                   "fresh": meta.fresh, "world_saved": meta.world,
+                                                   "optimizer_steps": self.steps_done()})
+        self.weights_sha256 = self._digest()
+        self.lineage = ("", self.weights_sha256)
+
+    def steps_done(self) -> int:
+        """Optimizer steps taken so far (AdamW's ``step`` of its first parameter; 0 before any)."""
+        for state in self.optimizer.state.values():
+            return int(state["step"])
+        return 0
+
+    def _trainable(self, weights: dict[str, torch.Tensor] | None) -> list[tuple[str, torch.Tensor]]:
+        trainable = [n for n, p in self.model.named_parameters() if p.requires_grad]
+        if weights is None:
+            params = dict(self.model.named_parameters())
+            return [(n, params[n]) for n in trainable]
+        return [(n, weights[n]) for n in trainable if n in weights]
+
+    def _digest(self, weights: dict[str, torch.Tensor] | None = None) -> str:
+        """`weights_sha256` of the trainable weights (``weights``: already gathered); on several ranks a
+        collective when not given, '' off rank 0."""
+        if weights is None and self.shard.world > 1:
+            weights = full_state_dict(self.model, self.shard)
+        return weights_sha256(self._trainable(weights)) if self.shard.rank == 0 else ""
 
     async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
                     latest_uri: str | None) -> tuple[dict[str, float], str]:
@@ -171,14 +229,25 @@ class PPOLearner:
         others return ''.
         """
         weights = full_state_dict(self.model, self.shard) if self.shard.world > 1 else None
+        self.weights_sha256 = self._digest(weights)
+        if version == 0:
+            self.lineage = ("", self.weights_sha256)
+        save_state(self.model, self.optimizer, state_root(self.checkpoint_dir, role), version, self.shard,
+                   self.weights_sha256)
         if self.shard.rank != 0:
             return ""
-        return str(save_checkpoint(self.model, self.generator.tokenizer, self.checkpoint_dir, role, version, weights))
+        out = save_checkpoint(self.model, self.generator.tokenizer, self.checkpoint_dir, role, version, weights)
+        if self.ppo.lora.rank:  # refused here, before any announcement, not at a worker's load
+            from safetensors.torch import load_file
+
+            check_adapter_tensors(load_file(out / "adapter_model.safetensors"), self.ppo.lora.rank)
+        return str(out)
 
     def learn_now(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
                   latest_uri: str | None) -> tuple[dict[str, float], str]:
         """`learn` in the calling thread (what every rank of a sharded trainer runs)."""
         started = time.perf_counter()
+        start = self.weights_sha256
         if self.frozen:
             samples, metrics = [], {"ppo/samples": 0.0, "ppo/frozen": 1.0}
         else:
@@ -189,6 +258,8 @@ class PPOLearner:
             uri = self.save(role, version)
         else:
             uri = latest_uri  # nothing to learn this round: same weights, new version number
+            keep_state(state_root(self.checkpoint_dir, role), version, self.shard)
+        self.lineage = (start, self.weights_sha256)
         metrics["time/train_s"] = trained - started
         metrics["time/save_s"] = time.perf_counter() - trained
         return metrics, uri
@@ -200,9 +271,13 @@ class VersionOnlyLearner:
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
+        self.lineage = ("", "")
 
     async def initial_uri(self, role: str) -> str:
         return self.uri
+
+    async def resume(self, role: str, version: int) -> None:
+        """Nothing to load: the judge's weights live elsewhere."""
 
     async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
                     latest_uri: str | None) -> tuple[dict[str, float], str]:
@@ -247,10 +322,26 @@ class Trainer:
         return cls(role, learner, versions, store, trained, mode, min_samples_async, max_staleness, live_max_staleness)
 
     async def ensure_initial_version(self, source_uri: str = "") -> None:
-        """Announce version 0 (the starting weights, "trained on round -1") if nothing was announced."""
-        if await self.versions.latest(self.role) is None:
-            await self.versions.announce(self.role, 0, await self.learner.initial_uri(self.role), trained_on_round=-1)
+        """Announce version 0 (the starting weights, "trained on round -1") if nothing was announced;
+        else resume the learner from the latest announced version (its weights and optimizer state).
+
+        Raises:
+            ResumeError: the learner cannot resume (`PPOLearner.resume_now`), or the weights it resumed
+                differ from the ones the version announced (``weights_sha256``).
+        """
+        latest = await self.versions.latest(self.role)
+        if latest is None:
+            uri = await self.learner.initial_uri(self.role)
+            await self.versions.announce(self.role, 0, uri, trained_on_round=-1, lineage=self.learner.lineage)
             log.info("announced initial version", extra={"role": self.role, "source": source_uri})
+            return
+        await self.learner.resume(self.role, int(latest.version))
+        held = self.learner.lineage[1]
+        if latest.weights_sha256 and held and held != latest.weights_sha256:
+            raise ResumeError(f"{self.role} trainer: the state it resumed holds weights {held[:12]}… but the announced "
+                              f"version v{latest.version} ({latest.uri}) has {latest.weights_sha256[:12]}…")
+        log.info("resumed from the announced version", extra={"role": self.role, "version": int(latest.version),
+                                                             "weights_sha256": held})
 
     async def on_batch(self, batch: Message, delivery: Delivery) -> None:
         """Consumer handler: store the batch, train when the round (or the async quota) is complete."""
@@ -315,7 +406,7 @@ class Trainer:
                              "batches": float(len(keys)), "samples": float(len(samples)),
                              "live_samples": float(live_samples), "staleness/max": float(max(rollout.max_kept, live.max_kept)), **stale}
         await self.versions.announce(self.role, version, uri, trained_on_round=round_, metrics=self.last_metrics,
-                                     batch_keys=sorted(keys))
+                                     batch_keys=sorted(keys), lineage=self.learner.lineage)
         await self._forget(keys, version)
         self._export(self.last_metrics)
         log.info("trained", extra={"role": self.role, "round": round_, "version": version, **metrics})

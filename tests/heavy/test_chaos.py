@@ -20,6 +20,7 @@ from nats.js.errors import NotFoundError
 
 from rlanything.v1.events_pb2 import (
     MODEL_ROLE_POLICY,
+    MODEL_ROLE_REWARD_MODEL,
     ModelVersion,
     PolicySampleBatch,
     RewardSampleBatch,
@@ -174,13 +175,22 @@ def _chaos_run(tmp_path: Path, cold: Path, extra: list[str], first: int = 1,
     return run_dir, rounds, err
 
 
+TRAINS = ["--set", "policy.sft.steps=150"]
+"""A cold start that answers in format often enough for the policy to train (with 30 steps every group's
+rewards tie, no sample has an advantage and the weights never move: the lineage check would see nothing)."""
+
+
 def test_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Path) -> None:
-    run_dir, rounds, _ = _chaos_run(tmp_path, cold, [])
+    run_dir, rounds, _ = _chaos_run(tmp_path, cold, TRAINS)
     assert f"The launcher restarted {5 if FULL else 4} processes" in (run_dir / "report.md").read_text()
     pool = asyncio.run(_pool_decisions(run_dir / "nats"))
+    lineage = asyncio.run(_weight_lineage(run_dir / "nats"))
+    assert lineage["policy"][0] == lineage["reward"][0] == 4, lineage
+    assert lineage["policy"][1] > 1, f"the policy's weights never changed: the lineage check saw nothing ({lineage})"
     report(f"Synchronous: kill -9 of critic, reward (round 1), NATS, policy{', env' if FULL else ''} (round 2)", rounds,
            "Each of 3 rounds: jobs, trajectories, judgements and closed groups as in an uninterrupted run; "
-           f"each model trained once per round (version = round + 1). Task-pool decisions, each made once: {pool}.")
+           f"each model trained once per round (version = round + 1), each version from the weights of the one "
+           f"before it, across the restarts. Task-pool decisions, each made once: {pool}.")
     assert_exact_counts(rounds)
 
 
@@ -214,6 +224,28 @@ async def _batch_fates(store: Path) -> dict[str, dict[str, set[str]]]:
                                                                  if subj == f"rla.samples.{role}")}
             out[role] = {"trained": set(trained), "stored": stored, "in_stream": waiting - stored - set(trained)}
         await bus.close()
+    return out
+
+
+async def _weight_lineage(store: Path) -> dict[str, tuple[int, int]]:
+    """Per role, how many versions were announced and how many distinct weights they hold; asserts that each version's update started from the
+    weights the version before it ended with (``start_sha256`` = the previous ``weights_sha256``), across
+    the kills: a restarted trainer goes on from the last announced weights, not from its source."""
+    with NatsServer(store_dir=store) as server:
+        bus = await EventBus.connect(NatsConfig(url=server.url), ConsumerConfig(), name="inspect")
+        sub = await bus.js.pull_subscribe("rla.models.>", stream="MODELS")
+        versions = [ModelVersion.FromString(m.data) for m in await sub.fetch(1000, timeout=2)]
+        await bus.close()
+    out = {}
+    for role, enum in (("policy", MODEL_ROLE_POLICY), ("reward", MODEL_ROLE_REWARD_MODEL)):
+        mine = sorted((v for v in versions if v.role == enum), key=lambda v: v.version)
+        assert [v.version for v in mine] == list(range(len(mine))), role
+        assert all(len(v.weights_sha256) == 64 for v in mine), (role, [v.weights_sha256 for v in mine])
+        for before, after in zip(mine, mine[1:]):
+            assert after.start_sha256 == before.weights_sha256, (
+                f"{role} v{after.version} started from {after.start_sha256[:12]}, not from v{before.version}'s "
+                f"{before.weights_sha256[:12]}")
+        out[role] = (len(mine), len({v.weights_sha256 for v in mine}))
     return out
 
 
@@ -265,6 +297,7 @@ def test_async_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Pa
         jobs += r["critic/jobs_in_round"]
     fates = asyncio.run(_batch_fates(run_dir / "nats"))
     pool = asyncio.run(_pool_decisions(run_dir / "nats"))
+    asyncio.run(_weight_lineage(run_dir / "nats"))
     for role, where in fates.items():  # every job's batch in exactly one update, or still waiting for one
         assert len(where["trained"] | where["stored"] | where["in_stream"]) == jobs, (role, jobs, where)
     report(f"Asynchronous, {ASYNC_ROUNDS} rounds: kill -9 of critic, reward (round 0), then NATS, policy"
@@ -277,8 +310,8 @@ def test_async_run_survives_kill_9_of_services_and_nats(tmp_path: Path, cold: Pa
 
 def test_resume_after_kill_9_of_the_whole_machine(tmp_path: Path, cold: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([RLANYTHING, "run", str(write_config(tmp_path, 3, cold)), "--run-dir", str(run_dir),
+                             *TRAINS], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_rounds(run_dir, proc, 1)
         time.sleep(3.0)  # into round 1
@@ -296,8 +329,11 @@ def test_resume_after_kill_9_of_the_whole_machine(tmp_path: Path, cold: Path) ->
     assert rounds[:len(before)] == before
     assert [r["round"] for r in rounds] == [0, 1, 2]  # none lost, none repeated
     pool = asyncio.run(_pool_decisions(run_dir / "nats"))
+    lineage = asyncio.run(_weight_lineage(run_dir / "nats"))
+    assert lineage["policy"][0] == lineage["reward"][0] == 4 and lineage["policy"][1] > 1, lineage
     report("Whole machine: kill -9 of the launcher, NATS and every service in round 1, then --resume", rounds,
-           f"Rounds written before the kill: {len(before)}; the resumed run wrote the rest with the same counts. "
+           f"Rounds written before the kill: {len(before)}; the resumed run wrote the rest with the same counts, "
+           "each version trained from the weights of the one before it. "
            f"Task-pool decisions, each made once: {pool}.")
     assert_exact_counts(rounds)
 

@@ -21,9 +21,14 @@ class RecordingLearner:
 
     def __init__(self, trained: dict[str, int]) -> None:
         self.trained = trained
+        self.lineage = ("", "")
+        self.resumed: list[int] = []
 
     async def initial_uri(self, role: str) -> str:
         return "/nowhere/v0"
+
+    async def resume(self, role: str, version: int) -> None:
+        self.resumed.append(version)
 
     async def learn(self, role: str, samples: list[Sample], recompute_old: bool, version: int,
                     latest_uri: str | None) -> tuple[dict[str, float], str]:
@@ -66,6 +71,7 @@ async def test_a_batch_is_trained_once_across_a_kill_after_the_announcement(bus:
     assert trained == {"job-0/0": 1, "job-1/0": 1}
 
     second = await start_trainer(bus, trained)  # restarted on the same store
+    assert second.learner.resumed == [1] and first.learner.resumed == []  # from v1, announced before the kill
     await second.on_batch(batch(1), delivery)   # JetStream redelivers the batch that was never acked
     for i in (2, 3, 4, 5):
         await second.on_batch(batch(i), delivery)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from services.common.config.base import StrictModel
 
@@ -66,14 +66,25 @@ class LoraSettings(StrictModel):
 
     rank: int = Field(0, ge=0, le=1024, description="Adapter rank r (0 = no adapter: full fine-tune).")
     alpha: float = Field(32.0, gt=0, description="Scale numerator: the adapter's output is scaled by alpha / rank.")
-    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter's input (0 keeps log-probs "
-                                                          "deterministic between the trainer's passes).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter's input: 0 only (see the check below).")
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         min_length=1, description="Names of the linear layers that get an adapter (Llama/Qwen2 names by default).")
     modules_to_save: list[str] = Field(
         default_factory=list, description="Modules trained in full beside the adapters and saved with them "
-                                          "(e.g. lm_head).")
+                                          "(e.g. a norm; a module tied to another, such as lm_head and "
+                                          "embed_tokens under tie_word_embeddings, is refused when the model loads).")
+
+    @field_validator("dropout")
+    @classmethod
+    def _no_dropout(cls, value: float) -> float:
+        if value:
+            raise ValueError(
+                f"lora.dropout={value}: only 0 is supported. The trainer's π_old and reference log-probs come from "
+                "eval-mode passes (no dropout), so a loss pass with dropout computes other log-probs and the first "
+                "ratio of every update is dropout noise, not the policy's change (measured with 0.1: off by up to "
+                "0.0104 after one update); clip and KL would act on it. Regularise with ppo.ref_beta instead.")
+        return value
 
 
 class PPOConfig(StrictModel):

@@ -64,6 +64,8 @@ def load_model(source: str, cache_dir: str | Path = ".cache/models", dtype: torc
 
     Raises:
         OSError: the directory or hub id cannot be loaded (offline: a hub id must be cached).
+        ValueError: ``source`` is a LoRA adapter and one of its tensors matched no module of its base, or
+            loaded with another shape or value (`services.common.models.lora.check_adapter_loaded`).
     """
     with _LOAD_LOCK:
         path = resolve_model_path(source, cache_dir)
@@ -71,6 +73,10 @@ def load_model(source: str, cache_dir: str | Path = ".cache/models", dtype: torc
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)  # type: ignore[arg-type]  # a device string
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if Path(path, "adapter_config.json").is_file():  # an adapter over its base: every tensor must have landed
+        from services.common.models.lora import check_adapter_loaded
+
+        check_adapter_loaded(model, path)
     model.eval()
     return model, tokenizer
 

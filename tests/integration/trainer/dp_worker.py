@@ -4,7 +4,8 @@
 tiny model of `dp_case` sharded with FSDP2 over W gloo ranks and rank 0 writes the full updated
 state dict and the metrics to OUT (torch.save). ``... dp_worker.py OUT MODEL_DIR CKPT_DIR`` trains LoRA
 adapters on the saved model MODEL_DIR with a `PPOLearner` instead, which checkpoints the adapter to
-CKPT_DIR; rank 0 writes the metrics and the checkpoint's path to OUT.
+CKPT_DIR; rank 0 writes the metrics and the checkpoint's path to OUT. ``... CKPT_DIR resume`` first
+resumes the v1 saved in CKPT_DIR (by any number of ranks) and trains v2.
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from services.common.ppo_update import ppo_update  # noqa: E402
 from tests.integration.trainer.dp_case import CFG, lora_learner, model, samples  # noqa: E402
 
 
-def main_lora(out: str, model_dir: str, checkpoint_dir: str) -> None:
+def main_lora(out: str, model_dir: str, checkpoint_dir: str, resume: str = "") -> None:
     learner = lora_learner(model_dir, checkpoint_dir)
-    metrics, uri = learner.learn_now("policy", samples(), True, 1, None)
+    version = 1
+    if resume:  # go on from the v1 one process saved in CHECKPOINT_DIR: train v2
+        learner.resume_now("policy", 1)
+        version = 2
+    resumed = learner.lineage[1]
+    metrics, uri = learner.learn_now("policy", samples(), True, version, None)
     if dist.get_rank() == 0:
-        torch.save({"metrics": metrics, "uri": uri, "world": dist.get_world_size()}, out)
+        torch.save({"metrics": metrics, "uri": uri, "world": dist.get_world_size(), "resumed": resumed,
+                    "lineage": learner.lineage}, out)
     else:
         assert uri == "", f"rank {dist.get_rank()} wrote a checkpoint: {uri}"
 

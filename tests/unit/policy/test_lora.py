@@ -98,10 +98,10 @@ def test_lora_without_the_base_source_is_refused(base: Path, tmp_path: Path) -> 
 def test_every_lora_setting_reaches_the_adapter_config(base: Path) -> None:
     from services.common.models.lora import with_lora
 
-    settings = LoraSettings(rank=3, alpha=5.0, dropout=0.25, target_modules=["q_proj", "v_proj"])
+    settings = LoraSettings(rank=3, alpha=5.0, target_modules=["q_proj", "v_proj"])
     model = with_lora(load_model(str(base))[0], settings, base)
     config = model.peft_config["default"]
-    assert (config.r, config.lora_alpha, config.lora_dropout) == (3, 5.0, 0.25)
+    assert (config.r, config.lora_alpha, config.lora_dropout) == (3, 5.0, 0.0)
     assert set(config.target_modules) == {"q_proj", "v_proj"}
 
 
@@ -125,3 +125,64 @@ def test_the_adapters_start_from_the_seed_alone(base: Path) -> None:
     torch.random.set_rng_state(state)
     first_matrices(7)
     assert torch.equal(torch.rand(3), expected)  # the global generator is as if no adapter was made
+
+
+def test_adapter_dropout_is_refused_at_config_load() -> None:
+    """π_old and the reference come from eval-mode passes: a dropout loss pass would see other log-probs."""
+    with pytest.raises(ValueError, match=r"lora\.dropout=0\.1: only 0 is supported.*first ratio of every update"):
+        LoraSettings(rank=4, dropout=0.1)
+
+
+def test_an_adapter_as_the_source_is_refused_by_name(base: Path, tmp_path: Path) -> None:
+    """It would be replaced by fresh adapters over its base (the reference the bare base) without a word."""
+    from services.common.errors import ConfigError
+
+    learner = _learner(base, tmp_path)
+    _, uri = asyncio.run(learner.learn("policy", _samples(learner.generator.tokenizer), True, 1, None))
+    with pytest.raises(ConfigError, match=r"model\.source .*v1' is a LoRA adapter .*rlanything run --resume"):
+        PPOLearner(HFGenerator(uri), PPOConfig(lora=LORA), tmp_path / "again", reference_source=uri)
+
+
+def test_a_tied_module_in_modules_to_save_is_refused(base: Path) -> None:
+    from services.common.errors import ConfigError
+    from services.common.models.lora import tied_modules, with_lora
+
+    model = load_model(str(base))[0]
+    assert model.config.tie_word_embeddings and tied_modules(model) == {"lm_head", "embed_tokens"}
+    for name in ("lm_head", "embed_tokens"):
+        with pytest.raises(ConfigError, match=rf"lora\.modules_to_save \['{name}'\]: tied to another module"):
+            with_lora(load_model(str(base))[0], LoraSettings(rank=4, modules_to_save=[name]), base)
+    wrapped = with_lora(model, LoraSettings(rank=4, modules_to_save=["norm"]), base)  # not tied: trained beside
+    assert any("modules_to_save" in n for n, p in wrapped.named_parameters() if p.requires_grad)
+
+
+def test_an_adapter_whose_tensors_match_no_module_is_refused_at_load(base: Path, tmp_path: Path) -> None:
+    """The hf backend once served such an adapter as the bare base, reporting its LoRA modules loaded."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    learner = _learner(base, tmp_path)
+    _, uri = asyncio.run(learner.learn("policy", _samples(learner.generator.tokenizer), True, 1, None))
+    model, _ = load_model(uri)  # the real one loads, every tensor checked
+    bad = tmp_path / "wrapped"
+    shutil.copytree(uri, bad)
+    tensors = load_file(bad / "adapter_model.safetensors")
+    save_file({k.replace(".self_attn.", ".self_attn._checkpoint_wrapped_module."): v for k, v in tensors.items()},
+              str(bad / "adapter_model.safetensors"))
+    with pytest.raises(ValueError, match=r"of the \d+ tensors of the adapter .* matched no module"):
+        load_model(str(bad))
+
+
+def test_exported_adapter_tensors_are_checked_by_shape() -> None:
+    from services.common.models.lora import check_adapter_tensors
+
+    good = {"m.q_proj.lora_A.weight": torch.zeros(4, 32), "m.q_proj.lora_B.weight": torch.zeros(32, 4)}
+    check_adapter_tensors(good, 4)
+    for key, value, why in [("m.q_proj.lora_A.weight", torch.zeros(128), r"shape \(128,\)"),
+                            ("m.q_proj.lora_B.weight", torch.zeros(32, 0), r"shape \(32, 0\)"),
+                            ("m.q_proj.lora_A.weight", torch.zeros(8, 32), r"rank 4 is 2-D with 4 rows")]:
+        with pytest.raises(ValueError, match=rf"{key.replace('.', '[.]')} {why}|{why}"):
+            check_adapter_tensors({**good, key: value}, 4)
+    with pytest.raises(ValueError, match="holds no LoRA tensor"):
+        check_adapter_tensors({"lm_head.weight": torch.zeros(2, 2)}, 4)
