@@ -52,6 +52,8 @@ class _Pass:
     """k3 KL to the weights this update started from (= ``kl`` when π_old was recomputed)."""
     clip_fraction: float
     ref_kl: float
+    clamped: float
+    """Response tokens (weighted) whose log-ratio to π_old or the reference reached the k3 clamp (±10)."""
 
 
 def _micro(batch: Batch, rows: Tensor, budget: int) -> list[tuple[Tensor, int, int]]:
@@ -108,7 +110,7 @@ def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tens
     plans = [_micro(batch, shard_rows, cfg.micro_batch_tokens) if len(shard_rows) else []
              for shard_rows in (rows[r::shard.world] for r in range(shard.world))]
     mine = plans[shard.rank]
-    loss = kl = kl_start = clip = ref_kl = 0.0
+    loss = kl = kl_start = clip = ref_kl = clamped = 0.0
     for i in range(max(len(plan) for plan in plans)):
         counts = i < len(mine)  # else an empty pass: the first row, weighted 0
         part, n, keep = mine[i] if counts else _micro(batch, rows[:1], 0)[0]
@@ -126,10 +128,11 @@ def _accumulate(model: torch.nn.Module, batch: Batch, rows: Tensor, old_BL: Tens
         loss += stats.loss * share
         kl += stats.kl * share
         ref_kl += stats.ref_kl * share
+        clamped += stats.clamped
         clip += stats.clip_fraction * float((mask_BL[part, :n] * w.unsqueeze(-1)).sum()) / total_tok
         kl_start += share * (stats.kl if old_BL is start_BL else float(
             k3_kl(logp.detach(), start_BL[part, :n], mask_BL[part, :n], w)))
-    return _Pass(*all_sum([loss, kl, kl_start, clip, ref_kl], shard))
+    return _Pass(*all_sum([loss, kl, kl_start, clip, ref_kl, clamped], shard))
 
 
 @torch.no_grad()
@@ -181,7 +184,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
 
     ``reference`` (with ``cfg.ref_beta > 0``; a model, or a function giving a context manager that
     yields one for this update's reference pass only: a model loaded and dropped before the optimizer
-    steps, or the LoRA policy with its adapter disabled) adds β_ref·KL(π_θ‖π_ref) to the loss, the anchor
+    steps, or the LoRA policy with its adapter disabled) adds β_ref·k3(π_θ, π_ref) to the loss (value
+    KL(π_θ‖π_ref), gradient that of KL(π_ref‖π_θ): `services.common.algo.ppo_loss`), the anchor
     GRPO keeps to its initial model: the KL to π_old alone is reset every round and lets the
     shared format tokens drift (measured: invalid answers 0.04 → 0.45 within one round, every
     step inside the trust region).
@@ -196,7 +200,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     Raises:
         TypeError: ``cfg.max_kl`` is set, a step must be undone and ``optimizer`` is not AdamW.
 
-    Metrics: loss, kl, clip_fraction (means over the steps taken), ref_kl (last step's KL to the
+    Metrics: loss, kl, clip_fraction (means over the steps taken), kl_clamped_tokens (response tokens,
+    summed over the steps taken, whose log-ratio to π_old or the reference reached the k3 clamp of
+    ±10: their KL gradient is zero), ref_kl (last step's KL to the
     reference), kl_max (largest minibatch KL seen, including the one that stopped the update),
     optimizer_steps (taken), early_stopped (0/1), reverted_steps (0/1), backtracks (retries of a
     step at a shorter length), lr, samples (kept, counted
@@ -228,6 +234,7 @@ def _prepare(samples: Sequence[Sample], cfg: PPOConfig, pad_id: int, recompute_o
     metrics = {"ppo/samples": float(batch.weight_B.sum()) if n else 0.0, "ppo/distinct_samples": float(n),
                "ppo/dropped": float(sum(weight[i] for i in batch.dropped_ids)),
                "ppo/loss": 0.0, "ppo/kl": 0.0, "ppo/clip_fraction": 0.0, "ppo/logprob_mismatch": math.nan,
+               "ppo/kl_clamped_tokens": 0.0,
                "ppo/response_tokens": float(batch.response_mask_BL.sum(-1).mean()) if n else 0.0}
     return batch, metrics
 
@@ -301,6 +308,7 @@ def _step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch
     metrics["ppo/kl"] += done.kl
     metrics["ppo/clip_fraction"] += done.clip_fraction
     metrics["ppo/ref_kl"] = done.ref_kl
+    metrics["ppo/kl_clamped_tokens"] = metrics.get("ppo/kl_clamped_tokens", 0.0) + done.clamped
     return "taken"
 
 

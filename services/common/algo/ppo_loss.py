@@ -17,6 +17,17 @@ paper's loss.
 Each sample's tokens are averaged first, then samples (so long responses do not outweigh short
 ones). Degenerate cases: θ = θ_old gives d = 0, ρ = 1, k3 = 0 and a zero KL gradient; A = 0
 gives no policy gradient.
+
+**What the k3 term is** (stated once here; `k3_kl` and docs/algorithm.md repeat it). With the
+response tokens sampled from π (π_old ≈ π_θ), the *value* of k3 = e^−d − 1 + d, d = log π − log q,
+is an unbiased estimate of KL(π‖q) (Schulman 2020). Its *gradient* as a loss term — the tokens held
+fixed, the gradient flowing through log π — is, in expectation, that of the other direction,
+KL(q‖π): ∇E_π[k3] = E_π[(1 − q/π)∇log π] = −Σ q ∇log π = ∇KL(q‖π) (Tang & Munos 2025, "On a few
+pitfalls in KL divergence gradient estimation for RL"). So the β term pulls π towards covering q
+(mass-covering), the ``ref_beta`` term alike towards the reference; the metrics ``ppo/kl`` and
+``ppo/ref_kl`` report the value, KL(π‖q). `tests/unit/policy/test_kl_gradient.py` checks both on a
+toy distribution. Only response tokens count: padding is excluded before any exp, and tokens whose
+|d| reached the clamp are counted (``clamped``: their gradient is zero).
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["PPOStats", "ppo_clip_loss", "token_mean", "sample_mean", "k3_kl"]
+__all__ = ["PPOStats", "ppo_clip_loss", "token_mean", "sample_mean", "k3_kl", "clamped_tokens"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,8 @@ class PPOStats:
     ratio_mean: float
     ref_kl: float = 0.0
     """Mean over samples of the token-mean k3 estimate to the reference policy (0 without one)."""
+    clamped: float = 0.0
+    """Response tokens (weighted by ``weight_B``) whose d to π_old or to the reference reached ±10."""
 
 
 def token_mean(x_BL: Tensor, mask_BL: Tensor) -> Tensor:
@@ -57,14 +70,28 @@ def sample_mean(x_B: Tensor, weight_B: Tensor | None = None) -> Tensor:
     return (x_B * w_B).sum() / w_B.sum().clamp(min=1e-12)
 
 
-def k3_kl(logp_BL: Tensor, logp_ref_BL: Tensor, mask_BL: Tensor, weight_B: Tensor | None = None) -> Tensor:
-    """k3 estimate of KL(π_ref‖π) from per-token log-probs, [B, L] each → a scalar tensor.
+def _d(logp_BL: Tensor, logp_q_BL: Tensor, mask_BL: Tensor) -> Tensor:
+    """d = clamp(log π − log q, −10, 10) on response tokens, 0 on padding (whatever its log-probs hold)."""
+    return torch.where(mask_BL > 0, torch.clamp(logp_BL - logp_q_BL, -10.0, 10.0), torch.zeros_like(logp_BL))
 
-    d = clamp(log π − log π_ref, −10, 10), k3 = exp(−d) − 1 + d (Schulman, "Approximating KL
-    divergence", 2020); token mean per sample, then the mean over samples (weighted by
-    ``weight_B`` [B] when given).
+
+def clamped_tokens(logp_BL: Tensor, logp_q_BL: Tensor, mask_BL: Tensor, weight_B: Tensor | None = None) -> float:
+    """Response tokens (weighted by ``weight_B`` [B]) with |log π − log q| ≥ 10: where `k3_kl` clamps."""
+    hit_BL = ((logp_BL - logp_q_BL).abs() >= 10.0) & (mask_BL > 0)
+    w_BL = hit_BL.to(torch.float64) if weight_B is None else hit_BL * weight_B.to(torch.float64).unsqueeze(-1)
+    return float(w_BL.sum())
+
+
+def k3_kl(logp_BL: Tensor, logp_q_BL: Tensor, mask_BL: Tensor, weight_B: Tensor | None = None) -> Tensor:
+    """The k3 KL term between π (``logp_BL``, the response tokens sampled from it) and q (``logp_q_BL``:
+    π_old, or the reference), [B, L] each with ``mask_BL`` [B, L] → a scalar tensor.
+
+    d = clamp(log π − log q, −10, 10) on response tokens, k3 = exp(−d) − 1 + d (Schulman,
+    "Approximating KL divergence", 2020); token mean per sample, then the mean over samples (weighted
+    by ``weight_B`` [B] when given). Its value estimates KL(π‖q); its gradient (through ``logp_BL``)
+    is that of KL(q‖π) in expectation (see the module docstring). Padding never enters an exp.
     """
-    d_BL = torch.clamp(logp_BL - logp_ref_BL, -10.0, 10.0)
+    d_BL = _d(logp_BL, logp_q_BL, mask_BL)
     return sample_mean(token_mean(torch.exp(-d_BL) - 1 + d_BL, mask_BL), weight_B)
 
 
@@ -102,7 +129,7 @@ def ppo_clip_loss(logp_new_BL: Tensor, logp_old_BL: Tensor, advantage_B: Tensor,
     if advantage_B.shape != logp_new_BL.shape[:1]:
         raise ValueError(f"advantage_B has shape {tuple(advantage_B.shape)}, expected ({logp_new_BL.shape[0]},)")
     mask_BL = mask_BL.to(logp_new_BL.dtype)
-    d_BL = torch.clamp(logp_new_BL - logp_old_BL.detach(), -10.0, 10.0)
+    d_BL = _d(logp_new_BL, logp_old_BL.detach(), mask_BL)
     ratio_BL = torch.exp(d_BL)
     adv_B1 = advantage_B.to(logp_new_BL.dtype).unsqueeze(-1)
     surrogate_BL = torch.minimum(ratio_BL * adv_B1, torch.clamp(ratio_BL, 1 - eps, 1 + eps) * adv_B1)
@@ -112,14 +139,16 @@ def ppo_clip_loss(logp_new_BL: Tensor, logp_old_BL: Tensor, advantage_B: Tensor,
     kl = k3_kl(logp_new_BL, logp_old_BL.detach(), mask_BL, weight_B)
     loss = -surrogate + beta * kl
     ref_kl = 0.0
+    clamped = clamped_tokens(logp_new_BL.detach(), logp_old_BL.detach(), mask_BL, weight_B)
     if ref_beta and logp_ref_BL is not None:
         ref_kl_t = k3_kl(logp_new_BL, logp_ref_BL.detach(), mask_BL, weight_B)
         loss = loss + ref_beta * ref_kl_t
         ref_kl = float(ref_kl_t.detach())
+        clamped += clamped_tokens(logp_new_BL.detach(), logp_ref_BL.detach(), mask_BL, weight_B)
     with torch.no_grad():
         tok_w_BL = mask_BL if weight_B is None else mask_BL * weight_B.to(mask_BL.dtype).unsqueeze(-1)
         n_tokens = tok_w_BL.sum().clamp(min=1e-12)
-        clipped = (((ratio_BL < 1 - eps) | (ratio_BL > 1 + eps)).to(mask_BL.dtype) * tok_w_BL).sum() / n_tokens
-        stats = PPOStats(float(loss), float(surrogate), float(kl), float(clipped),
-                         float((ratio_BL * tok_w_BL).sum() / n_tokens), ref_kl)
+        clip_frac = (((ratio_BL < 1 - eps) | (ratio_BL > 1 + eps)).to(mask_BL.dtype) * tok_w_BL).sum() / n_tokens
+        stats = PPOStats(float(loss), float(surrogate), float(kl), float(clip_frac),
+                         float((ratio_BL * tok_w_BL).sum() / n_tokens), ref_kl, clamped)
     return loss, stats
