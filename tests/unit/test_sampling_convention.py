@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from services.common.config import RunConfig, dump_config
@@ -53,13 +54,19 @@ def test_the_resolved_config_records_the_sampling_defaults_and_the_logprob_mode(
 
 
 def test_the_run_report_lists_each_engines_sampling(tmp_path: Path) -> None:
-    config = RunConfig.model_validate({"env": {"scheduler": {"temperature": 0.6, "top_p": 0.95}},
-                                       "reward": {"temperature": 0.0}})
+    config = RunConfig.model_validate({"env": {"scheduler": {"temperature": 0.6}}, "reward": {"temperature": 0.0}})
     lines = sampling_section(config)
     policy = next(x for x in lines if x.startswith("| policy |"))
     judge = next(x for x in lines if x.startswith("| judge |"))
-    assert policy.split(" | ")[1:5] == ["hf", "raw_logprobs", "0.6", "0.95"]
+    assert policy.split(" | ")[1:5] == ["hf", "raw_logprobs", "0.6", "1.0"]
     assert judge.split(" | ")[1:5] == ["hf", "raw_logprobs", "0.0", "1.0"]
     assert describe("vllm")["checkpoint_generation_config"] == "ignored"
     report = write_report([{"round": 1.0}], tmp_path, "header", lines).read_text()
     assert "## Sampling" in report and policy in report
+
+
+def test_a_truncated_nucleus_for_training_rollouts_is_refused_at_config_load() -> None:
+    """Behaviour log-probs are the untruncated distribution's: top_p < 1 would bias every ratio."""
+    with pytest.raises(ValueError, match=r"env\.scheduler\.top_p=0\.9: rollouts are trained on.*top_p 1"):
+        RunConfig.model_validate({"env": {"scheduler": {"top_p": 0.9}}})
+    assert RunConfig.model_validate({"env": {"scheduler": {"top_p": 1.0}}}).env.scheduler.top_p == 1.0
