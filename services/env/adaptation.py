@@ -33,7 +33,8 @@ from services.common.streams import Subjects
 from services.env.acceptance import VariantGate
 from services.env.decisions import (LIVE, RETRY_KEY, Action, Decision, Facts, check_report, decide, needs_clash,
                                     plan_moves, retry_report, undeployable_reason)
-from services.env.code_variants import check_code_variant
+from services.env.code_variants import check_code_variant, solved_heldout
+from services.env.families.code_problems import CodeProblem, written_key
 from services.env.disjoint import eval_clash
 from services.env.pool import TaskPool, spec_of
 from services.env.proposer import Proposer
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
     from services.env.model_proposer import ModelProposer
 
 log = logging.getLogger("rlanything.env.adaptation")
+HELDOUT_REFUSED = Counter("rla_env_heldout_refused_total", "Model-written problems refused for being a held-out or "
+                          "OOD instance, by family and check (key: the same content key; behaviour: its reference "
+                          "solves a held-out problem).", ["family", "check"])
 POOL_DECISIONS = Counter("rla_env_pool_decisions_total", "Task-pool decisions by kind and direction.",
                          ["kind", "direction"])
 _KIND = TaskPoolEvent.Kind
@@ -190,6 +194,7 @@ class Adaptation:
             parent = await asyncio.to_thread(family.problem, spec_of(slot.family, slot.active))  # type: ignore[attr-defined]  # the code family
             variant = await self.writer.write_code(parent, direction, report.acc, failed)
             await asyncio.to_thread(check_code_variant, parent, variant, family.run_tests)  # type: ignore[attr-defined]  # runs in the sandbox
+            await self._not_held_out(family, variant)
         except (VariantError, InvalidArgumentError) as exc:
             await self._publish(report, _KIND.KIND_REJECTED_UNDEPLOYABLE, direction, slot, None,
                                 f"model proposer ({self.writer.name}): {exc}", acc_prev=report.acc)
@@ -206,6 +211,27 @@ class Adaptation:
                             f"model proposer ({self.writer.name}): {side} problem, its reference passed its "
                             f"{len(variant.tests)} tests in the sandbox: {variant.statement[:80]!r}",
                             acc_prev=report.acc)
+
+    async def _not_held_out(self, family, variant: CodeProblem) -> None:
+        """Refuse a written problem that is a held-out or OOD instance: by its key (`written_key`: the
+        same function, or the same statement up to case and spacing), then by behaviour (its
+        reference passes every test of a held-out problem: `solved_heldout`); each refusal counted in
+        ``rla_env_heldout_refused_total``.
+
+        Raises:
+            VariantError: it is one (the reason names the held-out instance).
+        """
+        key = f"{family.name}:{written_key(variant)}"
+        if key in await self.pool.held_out_keys():
+            HELDOUT_REFUSED.labels(family.name, "key").inc()
+            raise VariantError(f"rejected: it is a held-out or OOD instance ({key})")
+        specs = await self.pool.held_out_of(family.name)
+        heldout = await asyncio.to_thread(lambda: [(family.instance_key(s), family.problem(s)) for s in specs])
+        solved = await asyncio.to_thread(solved_heldout, variant, heldout, family.run_tests)
+        if solved is not None:
+            HELDOUT_REFUSED.labels(family.name, "behaviour").inc()
+            raise VariantError(f"rejected: its reference passes every test of the held-out or OOD problem {solved}: "
+                               "the same problem in other words")
 
     async def _write_instruction(self, report: TaskReport, slot, direction: int, retry: int = 0) -> None:
         """Ask the model to rewrite a web task's instruction; refuse it (with the reason) unless it keeps

@@ -21,7 +21,8 @@ from services.common.sandbox import Checker, RunResult
 from services.env.families.code_problems import CodeProblem
 from services.env.text_variants import VariantError, json_object
 
-__all__ = ["code_variant_messages", "parse_code_variant", "check_code_variant", "MIN_TESTS", "MAX_TESTS",
+__all__ = ["code_variant_messages", "parse_code_variant", "check_code_variant", "solved_heldout", "MIN_TESTS",
+           "MAX_TESTS",
            "MAX_STATEMENT_CHARS", "MAX_REFERENCE_CHARS", "MAX_TEST_CHARS", "CODE_VARIANT_SYSTEM"]
 
 MIN_TESTS = 3
@@ -112,3 +113,23 @@ def check_code_variant(parent: CodeProblem, variant: CodeProblem,
         if not Checker.parse(variant.checker).matches(result.stdout, expected):
             raise VariantError(f"rejected: its reference fails its own test {i} (input {stdin!r}): printed "
                                f"{result.stdout[:80]!r}, the test expects {expected[:80]!r}")
+
+
+def solved_heldout(variant: CodeProblem, heldout: Sequence[tuple[str, CodeProblem]],
+                   run_tests: Callable[[str, Sequence[tuple[str, str]]], list[RunResult]]) -> str | None:
+    """The instance key of the first held-out or OOD problem (``heldout``: key and problem) whose every
+    ground-truth test ``variant``'s reference passes (under that problem's checker), or None. A rewrite
+    that solves a held-out problem asks for the same function, whatever its wording, variable names
+    or test inputs: training on it would train on that held-out problem. One sandbox batch per
+    held-out problem (`run_tests`).
+
+    Raises:
+        SandboxError: the sandbox itself failed.
+    """
+    for key, problem in heldout:
+        results = run_tests(variant.reference, problem.tests)
+        checker = Checker.parse(problem.checker)
+        if results and all(r.ok and checker.matches(r.stdout, expected)
+                           for r, (_, expected) in zip(results, problem.tests, strict=True)):
+            return key
+    return None

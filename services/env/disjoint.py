@@ -25,7 +25,7 @@ from services.common.seeding import derive_seed
 from services.env.families.base import TaskFamily, TaskSpec, rollout_instance
 
 __all__ = ["SPLIT_OFFSETS", "MAX_REDRAWS", "EvalInstanceError", "slot_seed", "seed_splits", "eval_specs", "eval_keys",
-           "keys_digest", "redraw_seed", "disjoint_instance", "train_slot_spec", "train_instance", "eval_clash", "disjoint_specs",
+           "keys_digest", "digest_value", "digest_hex", "redraw_seed", "disjoint_instance", "train_slot_spec", "train_instance", "eval_clash", "disjoint_specs",
            "round_overlap"]
 
 SPLIT_OFFSETS: dict[str, int] = {"train": 0, "heldout": 1_000_000, "ood": 2_000_000}
@@ -81,8 +81,19 @@ def eval_keys(families: Mapping[str, TaskFamily], specs: Iterable[TaskSpec]) -> 
 
 
 def keys_digest(keys: Iterable[str]) -> str:
-    """A short stable hash of a key set (what a cached cold start was kept apart from)."""
+    """A short stable hash of a key set (what a cached cold start was kept apart from; a run's
+    evaluation set): 12 hex digits of the SHA-256 of the sorted keys."""
     return hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:12]
+
+
+def digest_value(keys: Iterable[str]) -> float:
+    """`keys_digest` as a number, for a metric (48 bits: exact in a float64); `digest_hex` reverses it."""
+    return float(int(keys_digest(keys), 16))
+
+
+def digest_hex(value: float) -> str:
+    """The 12 hex digits of a `digest_value`."""
+    return f"{int(value):012x}"
 
 
 def redraw_seed(seed: int, attempt: int) -> int:

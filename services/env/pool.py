@@ -56,6 +56,8 @@ class TaskPool:
         self.bucket = bucket
         self.families = families
         self.held_out: frozenset[str] = frozenset()
+        self.held_out_specs: list[TaskSpec] = []
+        """The run's held-out and OOD tasks (`disjoint.eval_specs`), set by `seed`."""
         """Instance keys of the run's held-out and OOD tasks (set by `seed`; `held_out_keys` waits for it)."""
         self._held_out_ready = asyncio.Event()
 
@@ -77,6 +79,11 @@ class TaskPool:
         await self._held_out_ready.wait()
         return self.held_out
 
+    async def held_out_of(self, family: str) -> list[TaskSpec]:
+        """The held-out and OOD tasks of ``family`` (waits until `seed` has set them)."""
+        await self._held_out_ready.wait()
+        return [s for s in self.held_out_specs if s.family == family]
+
     async def seed(self, cfg: EnvServiceConfig, base_seed: int) -> int:
         """Create the configured seed slots that do not exist yet (idempotent); returns how many.
 
@@ -89,7 +96,8 @@ class TaskPool:
             InvalidArgumentError: a seed task is not solvable, or a family's train knobs draw
                 nothing but evaluation instances (the message names the family and the knobs).
         """
-        self.held_out = await asyncio.to_thread(eval_keys, self.families, eval_specs(cfg.families, base_seed))
+        self.held_out_specs = eval_specs(cfg.families, base_seed)
+        self.held_out = await asyncio.to_thread(eval_keys, self.families, self.held_out_specs)
         self._held_out_ready.set()
         created = redrawn = 0
         existing = set(await self.bucket.keys())

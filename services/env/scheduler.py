@@ -38,7 +38,7 @@ from services.common.config import LoopConfig, SchedulerConfig
 from services.common.kv import ProtoBucket
 from services.common.rounds import candidate_key, job_id, role_name, round_ready
 from services.common.streams import EVAL_SPLITS, Subjects
-from services.env.disjoint import round_overlap
+from services.env.disjoint import digest_value, round_overlap
 from services.env.lease import LeaderLease
 from services.env.pool import TaskPool, spec_of
 from services.env.slots import find_version, ref_of
@@ -304,7 +304,9 @@ class Scheduler:
 
     async def _publish_overlap(self, round_: int, slots: Sequence[TaskSlot], jobs: Sequence[RolloutJob]) -> None:
         """Publish what the round's train jobs play against the evaluation instances
-        (`disjoint.round_overlap`: ``eval/overlap``, 0 by construction) on ``rla.metrics.env``."""
+        (`disjoint.round_overlap`: ``eval/overlap``, 0 by construction) on ``rla.metrics.env``, with the
+        evaluation set's identity: ``eval/set_digest`` (`disjoint.digest_value` of its instance keys)
+        and ``eval/set_instances``."""
         by_id = {s.slot_id: s for s in slots}
         drawn = []
         for job in jobs:
@@ -314,7 +316,9 @@ class Scheduler:
             version = find_version(slot, job.task.version)
             drawn.append((self.pool.family(slot.family), spec_of(slot.family, version), list(job.seeds),
                           slot.family in self.per_rollout))
-        values = await asyncio.to_thread(round_overlap, drawn, await self.pool.held_out_keys())
+        held_out = await self.pool.held_out_keys()
+        values = await asyncio.to_thread(round_overlap, drawn, held_out)
+        values.update({"eval/set_digest": digest_value(held_out), "eval/set_instances": float(len(held_out))})
         EVAL_OVERLAP.inc(values["eval/overlap"])
         REDRAWN.inc(values["env/redrawn_instances"])
         if values["eval/overlap"]:

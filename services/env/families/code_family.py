@@ -31,7 +31,8 @@ from services.common.sandbox import Job, RunResult, Sandbox, Verdict
 from services.common.sandbox.checkers import Checker, judge_output
 from services.common.sandbox.selftest import require_containment
 from services.env.families.base import Episode, Knob, StepResult, TaskFamily, TaskSpec
-from services.env.families.code_problems import MAX_CONSTANT, MAX_FACTOR, TASK_TEXT, CodeProblem, extract_program, make_problem
+from services.env.families.code_problems import (MAX_CONSTANT, MAX_FACTOR, TASK_TEXT, CodeProblem, extract_program,
+                                                 make_problem, written_key)
 
 __all__ = ["CodeFamily", "CodeEpisode", "passes_test", "WRITTEN_BIT", "written_seed", "is_written"]
 
@@ -190,14 +191,15 @@ class CodeFamily(TaskFamily):
 
     def instance_key(self, spec: TaskSpec) -> str:
         """``code:<a>*x<+b>``: the function a procedural problem asks for (other seeds, step chains or
-        example counts asking for the same function are the same instance); ``code:written:<seed>``
-        for a written problem.
+        example counts asking for the same function are the same instance); for a written problem its
+        content's key (`code_problems.written_key`: the same function when its tests are one, else
+        ``code:written:<hash of the normalised statement>``).
 
         Raises:
-            InvalidArgumentError: knobs out of bounds (`validate`).
+            InvalidArgumentError: knobs out of bounds (`validate`), or a written problem not loaded here.
         """
         if is_written(spec.seed):
-            return f"{self.name}:written:{spec.seed}"
+            return f"{self.name}:{written_key(self.problem(spec))}"
         return f"{self.name}:{self.problem(spec).key}"
 
     def make_episode(self, spec: TaskSpec, episode_seed: int) -> CodeEpisode:

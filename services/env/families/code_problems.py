@@ -13,13 +13,14 @@ statements that compute the same function are the same instance (`function_key`)
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 
 from services.common.errors import InvalidArgumentError
 from services.common.unit_tests import extract_program
 
-__all__ = ["Step", "CodeProblem", "INTEGER_VALIDATOR", "TESTS", "INPUT_RANGE", "TASK_TEXT", "MAX_CONSTANT", "MAX_FACTOR", "draw_steps", "apply_steps", "render_steps",
+__all__ = ["written_key", "Step", "CodeProblem", "INTEGER_VALIDATOR", "TESTS", "INPUT_RANGE", "TASK_TEXT", "MAX_CONSTANT", "MAX_FACTOR", "draw_steps", "apply_steps", "render_steps",
            "reference_program", "function_key", "make_problem", "extract_program"]
 
 TESTS = 8
@@ -113,6 +114,34 @@ def function_key(steps: list[Step]) -> str:
     """``a*x+b`` of the linear function the chain computes (two chains with the same one are one instance)."""
     b = apply_steps(steps, 0)
     return f"{apply_steps(steps, 1) - b}*x{b:+d}"
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def written_key(problem: CodeProblem) -> str:
+    """The instance key of a written (model-rewritten) problem, from its content (pure): ``a*x+b``
+    (`function_key`'s form) when every test maps one integer to one integer on one line a*x + b
+    (2 points fix a and b, the others must agree), so a rewording of a procedural problem is that
+    problem; else ``written:<hash>`` of the statement lower-cased with its whitespace collapsed (a
+    copy with other spacing is the same instance). Paraphrases and renamings of non-linear problems
+    are caught by running the reference on the held-out problems' tests instead
+    (`services.env.code_variants.solved_heldout`)."""
+    parsed = [(_int(i), _int(o)) for i, o in problem.tests]
+    points = [(x, y) for x, y in parsed if x is not None and y is not None]
+    if len(points) == len(parsed) >= 2 and len({x for x, _ in points}) == len(points):
+        (x0, y0), (x1, y1) = points[0], points[1]
+        if (y1 - y0) % (x1 - x0) == 0:
+            a = (y1 - y0) // (x1 - x0)
+            b = y0 - a * x0
+            if all(y == a * x + b for x, y in points):
+                return f"{a}*x{b:+d}"
+    text = " ".join(problem.statement.lower().split())
+    return "written:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def make_problem(ops: int, examples: int, seed: int, max_constant: int = MAX_CONSTANT,

@@ -158,7 +158,7 @@ class CodeIOFamily(CodeFamily):
 
     def instance_key(self, spec: TaskSpec) -> str:
         """``codeio:<problem id>``: the problem's content (its description's hash), whatever the seed or
-        the examples shown; ``codeio:written:<seed>`` for a written problem.
+        the examples shown; for a written problem its content's key (`code_problems.written_key`).
 
         Raises:
             InvalidArgumentError: as `problem`.

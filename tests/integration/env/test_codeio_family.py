@@ -6,6 +6,7 @@ family over gRPC."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import time
@@ -18,10 +19,10 @@ from rlanything.v1 import env_pb2, env_pb2_grpc
 
 from services.common.config import FamilyConfig, SandboxConfig
 from services.common.sandbox import Sandbox, SandboxError
-from services.env.code_variants import check_code_variant
+from services.env.code_variants import check_code_variant, solved_heldout
 from services.env.disjoint import disjoint_specs, eval_keys, eval_specs
 from services.env.families.base import TaskSpec
-from services.env.families.code_problems import TASK_TEXT, CodeProblem
+from services.env.families.code_problems import TASK_TEXT, CodeProblem, written_key
 from services.env.families.codeio_family import CodeIOFamily
 from services.env.families.codeio_problems import TESTS, CodeIOEntry, load_entries
 from services.env.families.registry import build_family
@@ -126,6 +127,60 @@ def test_held_out_problems_are_never_trained_on(family):
     assert family.instance_key(spec(7, 0)) == family.instance_key(spec(7, 3))
 
 
+class _Rename(ast.NodeTransformer):
+    """Renames every variable and function the program defines (not its arguments: called with the input's
+    JSON keys, they are the problem's interface; not builtins or imports)."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def _new(self, name: str) -> str:
+        return f"renamed_{name}" if name in self.names else name
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        node.id = self._new(node.id)
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.name = self._new(node.name)
+        self.generic_visit(node)
+        return node
+
+
+def renamed(program: str) -> str:
+    tree = ast.parse(program)
+    defined = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    defined |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    return ast.unparse(_Rename(defined).visit(tree)) + "\n"
+
+
+def test_rewrites_of_a_held_out_problem_are_refused_however_they_are_worded(family):
+    """The four probes of a held-out problem — a copy with other spacing, its reference with every name
+    changed, and two paraphrases (another statement, another program text, other test inputs) — are
+    each found to be that problem by running their reference on its tests in the sandbox; a different
+    problem is not."""
+    cfg = FamilyConfig(type="codeio", knobs={"examples": 1}, train_slots=2, heldout_slots=3)
+    specs = eval_specs([cfg], base_seed=0)
+    heldout = [(family.instance_key(s), family.problem(s)) for s in specs]
+    key, target = heldout[1]
+    tests = target.tests[:3]
+    probes = {
+        "copy, other spacing": CodeProblem("  " + target.statement.replace(" ", "  "), target.reference, tests, "w"),
+        "every name changed": CodeProblem(target.statement, renamed(target.reference), tests, "w"),
+        "paraphrase": CodeProblem("Read one JSON object and answer as the function below does.",
+                                  "exec(compile(" + repr(target.reference) + ", 'solution', 'exec'))\n", tests, "w"),
+        "paraphrase, other program": CodeProblem("Another wording of the task.", renamed(
+            "import sys\n" + target.reference), target.tests[3:] or tests, "w"),
+    }
+    assert "renamed_" in probes["every name changed"].reference
+    found = {name: solved_heldout(p, heldout, family.run_tests) for name, p in probes.items()}
+    assert found == dict.fromkeys(probes, key), found
+    assert all(written_key(p) != key for p in probes.values())  # no key says so: running them does
+    other = CodeProblem("Print the sum of the list xs.", "import json\nd = json.loads(input())\nprint(sum(d['xs']))\n",
+                        (('{"xs": [1]}\n', "1\n"),), "written")
+    assert solved_heldout(other, heldout, family.run_tests) is None
+
+
 def test_a_rewritten_problem_is_checked_against_its_reference_in_the_sandbox(family, monkeypatch):
     """The code family's acceptance path (`check_code_variant`) on a CodeI/O parent: the rewrite's own
     reference must pass its own tests in the sandbox; then it is playable like any written problem."""
@@ -135,7 +190,7 @@ def test_a_rewritten_problem_is_checked_against_its_reference_in_the_sandbox(fam
     variant = CodeProblem("Print the sum of the list xs.", reference, tests, "written")
     check_code_variant(parent, variant, family.run_tests)
     seed = family.add_written(variant)
-    assert family.instance_key(spec(seed)) == f"codeio:written:{seed}"
+    assert family.instance_key(spec(seed)) == f"codeio:{written_key(variant)}"
     assert family.make_episode(spec(seed), 0).step(reference).won
     wrong = CodeProblem(variant.statement, reference.replace("sum(d['xs'])", "max(d['xs'])"), tests, "written")
     with pytest.raises(VariantError, match="fails its own test 0"):

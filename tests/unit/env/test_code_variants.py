@@ -81,3 +81,45 @@ def test_a_written_problem_round_trips_through_its_bucket_entry_with_the_same_se
     assert again == variant and written_seed(again) == written_seed(variant) >= WRITTEN_BIT
     with pytest.raises(ValueError, match="not a stored problem"):
         problem_of_json(b'{"statement": "x"}')
+
+
+def test_a_written_problem_s_key_is_its_function_or_its_normalised_statement():
+    """A written rewording of a held-out procedural problem has the held-out key (code:a*x+b), whatever
+    its wording, variable names or test inputs; other problems have their statement's key, the same
+    for a copy with other case or spacing."""
+    from services.env.families.code_problems import CodeProblem, written_key
+
+    heldout = make_problem(2, 2, seed=11)
+    x0, y0 = int(heldout.tests[0][0]), int(heldout.tests[0][1])
+    x1 = int(heldout.tests[1][0])
+    a = (int(heldout.tests[1][1]) - y0) // (x1 - x0)
+    b = y0 - a * x0
+    copy = CodeProblem("  " + heldout.statement.replace(" ", "   ") + "\n", heldout.reference, heldout.tests, "written")
+    renamed = CodeProblem(heldout.statement, heldout.reference.replace("x", "value"), heldout.tests, "written")
+    paraphrase = CodeProblem("Given an integer n, output the result of the same operations.", "n = int(input())\n",
+                             tuple((f"{x}\n", f"{a * x + b}\n") for x in (100, -7, 3)), "written")
+    paraphrase2 = CodeProblem("Compute f(n) for the number n on standard input.", "",
+                              tuple((f" {x} \n", f"{a * x + b}\n") for x in (0, 41)), "written")
+    assert {written_key(p) for p in (copy, renamed, paraphrase, paraphrase2)} == {heldout.key}
+    other = CodeProblem("Double it.", "", (("1\n", "2\n"), ("2\n", "4\n"), ("3\n", "6\n")), "written")
+    assert written_key(other) == "2*x+0" != heldout.key
+    square = CodeProblem("Print the square of N.", "", (("1\n", "1\n"), ("2\n", "4\n"), ("3\n", "9\n")), "written")
+    spaced = CodeProblem("print  the SQUARE of n.\n", "", (("4\n", "16\n"),), "written")
+    assert written_key(square).startswith("written:") and written_key(square) == written_key(spaced)
+
+
+def test_a_rewrite_that_solves_a_held_out_problem_is_found_by_running_its_reference():
+    from services.env.code_variants import solved_heldout
+    from services.env.families.code_problems import CodeProblem
+
+    heldout = [("code:first", make_problem(1, 0, seed=1)), ("code:second", make_problem(2, 0, seed=2))]
+    ran: list[str] = []
+
+    def runner(program: str, tests):  # a fake sandbox: "runs" the program by its name, for the pure rule
+        ran.append(program)
+        solves = program == "solves-second" and tuple(tests) == heldout[1][1].tests
+        return [result(o if solves else "0\n") for _, o in tests]
+
+    variant = CodeProblem("Anything", "solves-second", (("1\n", "1\n"),), "written")
+    assert solved_heldout(variant, heldout, runner) == "code:second" and ran == ["solves-second"] * 2
+    assert solved_heldout(CodeProblem("x", "solves-nothing", (("1\n", "1\n"),), "written"), heldout, runner) is None
