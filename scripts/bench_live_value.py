@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -53,6 +54,9 @@ from services.env.families.frozenlake import ACTIONS, FrozenLakeEpisode, shortes
 from services.env.families.live import answer_matches  # noqa: E402
 from services.env.live_tasks import is_heldout  # noqa: E402
 from services.ingest.candidates import candidate_id  # noqa: E402
+
+if TYPE_CHECKING:
+    import httpx
 from services.ingest.trajectories import render_context  # noqa: E402
 from services.policy.prompting import step_chat  # noqa: E402
 

@@ -126,6 +126,21 @@ def restarts_line(rounds: list[dict[str, float]]) -> str:
             "come from the streams, so they are those of an uninterrupted run (see logs/ for each exit).")
 
 
+def eval_set_line(rounds: list[dict[str, float]]) -> str:
+    """One sentence on the run's evaluation set (pure): its size and digest (``eval/set_digest``, the
+    env's hash of the held-out and OOD instance keys); two runs compare on held-out success only when
+    their digests are equal (`services.run.table1.paired_gains` refuses otherwise)."""
+    digests = {int(r["eval/set_digest"]) for r in rounds if not math.isnan(r.get("eval/set_digest", math.nan))}
+    if not digests:
+        return "The evaluation set's digest was not recorded (no round released train jobs)."
+    sizes = {int(r["eval/set_instances"]) for r in rounds if "eval/set_instances" in r}
+    listed = ", ".join(f"{d:012x}" for d in sorted(digests))
+    if len(digests) > 1:
+        return f"The evaluation set changed during the run (digests {listed}): held-out rounds are not comparable."
+    return (f"Evaluation set: {', '.join(map(str, sorted(sizes)))} held-out and OOD instances, digest {listed} "
+            "(runs compare on held-out success only with the same digest).")
+
+
 def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str,
                  sections: list[str] | None = None) -> Path:
     """report.md: the setting, the per-round table, ``sections`` (markdown lines, e.g. the sampling
@@ -136,7 +151,7 @@ def write_report(rounds: list[dict[str, float]], run_dir: Path, header: str,
     for r in rounds:
         lines.append(f"| {int(r['round'])} | " + " | ".join(_fmt(r.get(k)) for k, _ in SUMMARY_KEYS) + " |")
     lines += ["", "Held-out and OOD success are measured on evaluation rounds only (`env.scheduler.eval_every`).", ""]
-    lines += [restarts_line(rounds), ""]
+    lines += [restarts_line(rounds), "", eval_set_line(rounds), ""]
     lines += sections or []
     lines += [f"![{title}]({name})" for name, title, _ in PLOTS]
     lines += ["", "![Where each round's wall time went](phases.png)"]

@@ -6,7 +6,7 @@ continues where it stopped) when its ``table1.json`` says it was started from th
 (path and content) and the same overrides; any other finished run stops the table before it starts. The rows of one seed share
 that seed's cached cold start (the cache key leaves out the ablation switches; it holds the seed
 where the held-out maps depend on it), so rows compare seed by seed: `paired_gains` writes each
-row's gain over the row above with a bootstrap interval over the paired seeds.
+row's gain over the row above with a Student-t interval over the paired seeds (none under 3).
 """
 
 from __future__ import annotations
@@ -146,8 +146,8 @@ def run_table1(config: Path, seeds: Sequence[int], overrides: Sequence[str], out
               "`rlanything bench table1`.")
     comparisons = ("\n## Each row against the row above, paired by seed\n\nThe final held-out success of a row minus "
                    "that of the row above, per seed (both runs share the seed's cold start, held-out maps and round-0 "
-                   "draw); mean over seeds and its 95% percentile-bootstrap interval, resampling whole runs "
-                   "(`scipy.stats.bootstrap`, 10,000 resamples).\n\n" + comparisons_markdown(paired_gains(per_seed)))
+                   "draw); mean over seeds and its 95% Student-t interval over whole runs (none under 3 "
+                   "paired seeds).\n\n" + comparisons_markdown(paired_gains(per_seed)))
     earlier = ""
     if table_path.exists() and EARLIER in table_path.read_text():
         earlier = table_path.read_text()[table_path.read_text().index(EARLIER):]

@@ -71,6 +71,22 @@ def test_two_rounds_close_all_three_loops(two_round_run: Path) -> None:
     assert "| round |" in (run_dir / "report.md").read_text()
 
 
+def test_every_round_names_the_evaluation_set_the_env_held_out(two_round_run: Path, tmp_path: Path) -> None:
+    """The digest each round records is the one of the held-out and OOD instances the run's config and
+    seed give (computed here from the config alone), and the report states it."""
+    from services.common.config import load_config
+    from services.env.disjoint import eval_keys, eval_specs, keys_digest
+    from services.env.families.registry import build_family
+
+    config = load_config(two_round_run / "config.yaml")
+    families = {f.type: build_family(f, tmp_path) for f in config.env.families}
+    keys = eval_keys(families, eval_specs(config.env.families, config.seed))
+    rounds = rounds_of(two_round_run)
+    assert {f"{int(r['eval/set_digest']):012x}" for r in rounds} == {keys_digest(keys)}
+    assert {r["eval/set_instances"] for r in rounds} == {float(len(keys))} and 1 <= len(keys) <= 4
+    assert f"held-out and OOD instances, digest {keys_digest(keys)}" in (two_round_run / "report.md").read_text()
+
+
 def test_the_report_and_the_resolved_config_record_the_sampling_convention(two_round_run: Path) -> None:
     report = (two_round_run / "report.md").read_text()
     assert "## Sampling" in report
