@@ -32,7 +32,7 @@ from services.env.families.base import Episode, Knob, StepResult, TaskFamily, Ta
 from services.env.families.web_actions import ActionSyntaxError, parse_action
 from services.env.families.web_browser import BrowserPool
 from services.env.families.web_page import (DISTRACTOR_WORDS, TASKS, Element, admissible_actions, expert_plan,
-                                            flatten_dom, is_success, outcome_text, quoted, render_page)
+                                            flatten_dom, is_success, outcome_text, page_content, quoted, render_page)
 from services.env.web_variants import VariantError, fill_template, template_id
 
 __all__ = ["WebFamily", "WebEpisode", "DISTRACTOR_KIND", "DISTRACTOR_TEXT", "INSTRUCTION_KEY"]
@@ -254,9 +254,10 @@ class WebFamily(TaskFamily):
         return first
 
     def instance_key(self, spec: TaskSpec) -> str:
-        """``web:<task>:<hash>`` of the page at the start: the observation text plus each element's
-        position, so two seeds are one instance only when the page looks the same (focus-text's
-        pages differ only by where the field is).
+        """``web:<task>:<hash>`` of the page's content at the start (`web_page.page_content`: the
+        instruction and the elements' roles and texts), so two seeds are one instance when they ask
+        the same of the same elements, wherever the page puts them (focus-text's pages, whose field
+        only moves, are all one instance; `docs/web.md` lists how many contents each task has).
 
         A written instruction (knob ``instruction``) does not change the key: the page is the same.
 
@@ -265,12 +266,10 @@ class WebFamily(TaskFamily):
         """
         episode = self.make_episode(TaskSpec(spec.family, {**spec.knobs, "instruction": 0.0}, spec.seed), 0)
         try:
-            snap = episode.browser.snapshot()
-            layout = _layout(snap["dom"]) if snap["dom"] is not None else ""
-            digest = hashlib.sha256(f"{episode.observation}\n{layout}".encode()).hexdigest()[:20]
+            content = page_content(episode.utterance, episode.elements)
         finally:
             episode.close()
-        return f"{self.name}:{episode.task}:{digest}"
+        return f"{self.name}:{episode.task}:{hashlib.sha256(content.encode()).hexdigest()[:20]}"
 
     def knob_preference(self, harder: bool, bad_step_share: float) -> list[str]:
         """Distractors first (the same page, one notch busier), then text length, then the task
@@ -288,8 +287,3 @@ class WebFamily(TaskFamily):
     def close(self) -> None:
         """Quit the family's browsers."""
         self.pool.close()
-
-
-def _layout(node: Mapping[str, Any]) -> str:
-    here = f"{node.get('ref')}@{round(float(node.get('left', 0)))},{round(float(node.get('top', 0)))}"
-    return ";".join([here] + [_layout(c) for c in node.get("children") or []])

@@ -45,6 +45,10 @@ var seed = arguments[0], minText = arguments[1], kind = arguments[2], n = argume
     mark = arguments[6];
 if (core.EP_TIMER !== null) { core.endEpisode(0); }
 document.querySelectorAll('.' + mark).forEach(function (e) { e.remove(); });
+// nothing of the episode before may show in this one: focus, a text selection, the scroll position
+if (document.activeElement && document.activeElement !== document.body) { document.activeElement.blur(); }
+if (window.getSelection) { window.getSelection().removeAllRanges(); }
+window.scrollTo(0, 0);
 core.EPISODE_MAX_TIME = arguments[5];
 var draws = 0;
 for (;;) {
@@ -178,7 +182,9 @@ class Browser:
         """Start an episode of ``task`` (a MiniWoB page name) whose problem is drawn from ``seed``
         (redrawn until every quoted text is at least ``min_text`` characters, at most 200 draws),
         with ``distractors`` inert elements of ``distractor_kind`` added (class
-        `web_page.DISTRACTOR_CLASS`; those of the episode before are removed); returns the draws made."""
+        `web_page.DISTRACTOR_CLASS`; those of the episode before are removed); returns the draws made.
+        The page keeps nothing of the browser's previous episode: focus, selection and scroll are
+        reset, and MiniWoB regenerates the task area (its fields and checkboxes) for the new problem."""
         if task != self.task:
             self.driver.get((miniwob_pages() / f"{task}.html").as_uri())
             deadline = time.monotonic() + 10.0

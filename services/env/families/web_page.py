@@ -22,7 +22,7 @@ from typing import Any
 from services.env.families.web_actions import WebAction, format_action
 
 __all__ = ["TASKS", "TYPING_TASKS", "DISTRACTOR_WORDS", "DISTRACTOR_CLASS", "Element", "flatten_dom", "render_page",
-           "admissible_actions", "quoted", "expert_plan", "is_success", "outcome_text"]
+           "admissible_actions", "page_content", "quoted", "expert_plan", "is_success", "outcome_text"]
 
 TASKS: tuple[str, ...] = ("click-button", "click-link", "focus-text", "enter-text", "click-checkboxes", "login-user")
 """The MiniWoB++ tasks of the family, easiest first (the ``task`` knob indexes this tuple)."""
@@ -102,6 +102,14 @@ def _describe(e: Element) -> str:
     elif e.text:
         line += f' "{e.text}"'
     return line + (" (focused)" if e.focused else "")
+
+
+def page_content(utterance: str, elements: Sequence[Element]) -> str:
+    """What a page asks and holds, as text (pure): the instruction, then each element's role (tag),
+    text and label in document order, and whether the ``distractors`` knob added it. Not its
+    geometry, refs, ids, field values or focus: two seeds are one instance when they ask the same
+    thing of the same elements, wherever the page lays them out and whatever an earlier episode left."""
+    return "\n".join([utterance] + [f"{e.tag}|{e.text}|{e.label}|{int(e.distractor)}" for e in elements])
 
 
 def render_page(utterance: str, elements: Sequence[Element]) -> str:
