@@ -49,6 +49,7 @@ from services.common.rounds import LIVE_PREFIX, batch_key, round_batches
 from services.common.topology import Buckets
 from services.common.models.generation import HFGenerator
 from services.common.models.loading import load_model, resolve_model_path
+from services.common.models.canary import probe_ids, probe_logprobs, write_canary
 from services.common.models.lora import adapter_disabled, check_adapter_tensors, with_lora
 from services.common.ppo_update import ppo_update
 from services.common.seeding import derive_seed
@@ -223,12 +224,15 @@ class PPOLearner:
         return await asyncio.to_thread(self.learn_now, role, samples, recompute_old, version, latest_uri)
 
     def save(self, role: str, version: int) -> str:
-        """Checkpoint the current weights as ``version`` (the adapter alone under LoRA); its path.
+        """Checkpoint the current weights as ``version`` (the adapter alone under LoRA) with the trainer's
+        state and the sync canary (`services.common.models.canary`); its path.
 
         On several ranks every rank must call it (the shards are gathered); rank 0 writes and the
         others return ''.
         """
         weights = full_state_dict(self.model, self.shard) if self.shard.world > 1 else None
+        probe, scored = probe_ids(self.generator.tokenizer)
+        canary = probe_logprobs(self.model, probe, scored)  # every rank: a forward pass of a sharded model
         self.weights_sha256 = self._digest(weights)
         if version == 0:
             self.lineage = ("", self.weights_sha256)
@@ -237,6 +241,7 @@ class PPOLearner:
         if self.shard.rank != 0:
             return ""
         out = save_checkpoint(self.model, self.generator.tokenizer, self.checkpoint_dir, role, version, weights)
+        write_canary(out, probe, canary)
         if self.ppo.lora.rank:  # refused here, before any announcement, not at a worker's load
             from safetensors.torch import load_file
 

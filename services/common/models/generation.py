@@ -237,7 +237,17 @@ class HFGenerator(Generator):
         return self._loaded.tokenizer
 
     def load_version(self, path: str, version: int) -> None:
+        """Serve checkpoint ``path`` as ``version``, once it scored its trainer's canary probe.
+
+        Raises:
+            CanaryError: it scores the probe other than its trainer did (`services.common.models.canary`);
+                the version served before stays served.
+            ValueError: an adapter's tensor matched no module (`services.common.models.loading.load_model`).
+        """
+        from services.common.models.canary import check_canary
+
         model, tokenizer = _load_neutral(path, self.cache_dir, self.device)
+        check_canary(path, model)
         self._loaded = _Loaded(model, tokenizer, version)  # atomic swap: in-flight calls finish on the old one
         self.model_version = version
 

@@ -186,3 +186,32 @@ def test_exported_adapter_tensors_are_checked_by_shape() -> None:
             check_adapter_tensors({**good, key: value}, 4)
     with pytest.raises(ValueError, match="holds no LoRA tensor"):
         check_adapter_tensors({"lm_head.weight": torch.zeros(2, 2)}, 4)
+
+
+def test_a_version_that_scores_the_canary_other_than_its_trainer_is_not_served(base: Path, tmp_path: Path) -> None:
+    """Each checkpoint carries the trainer's log-probs of a fixed probe; the hf backend scores it after
+    loading and refuses a model that is not the trained one (here: the adapter's B matrices zeroed, so
+    it computes the base), keeping the version it served."""
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from services.common.models.canary import CANARY_DIFF, CanaryError
+
+    learner = _learner(base, tmp_path)
+    for v in (1, 2):
+        _, uri = asyncio.run(learner.learn("policy", _samples(learner.generator.tokenizer), True, v, None))
+    canary = json.loads((Path(uri) / "canary.json").read_text())
+    assert len(canary["logprobs"]) >= 5 and all(v <= 0 for v in canary["logprobs"])
+    served = HFGenerator(str(base))
+    served.load_version(uri, 2)
+    assert served.model_version == 2 and CANARY_DIFF.labels("policy")._value.get() <= 1e-5
+    stale = tmp_path / "ckpt" / "policy" / "v3"
+    shutil.copytree(uri, stale)
+    tensors = load_file(stale / "adapter_model.safetensors")
+    save_file({k: torch.zeros_like(v) if "lora_B" in k else v for k, v in tensors.items()},
+              str(stale / "adapter_model.safetensors"))
+    with pytest.raises(CanaryError, match=r"v3 scores the canary probe other than its trainer did .* not served"):
+        served.load_version(str(stale), 3)
+    assert served.model_version == 2 and CANARY_DIFF.labels("policy")._value.get() > 1e-3
