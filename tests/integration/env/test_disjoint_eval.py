@@ -20,6 +20,7 @@ from services.common.errors import InvalidArgumentError
 from services.common.kv import ProtoBucket
 from services.common.streams import Subjects
 from services.env.adaptation import Adaptation
+from services.env.disjoint import keys_digest
 from services.env.families.registry import build_family
 from services.env.pool import TaskPool, slot_key, spec_of
 from services.env.proposer import ParametricProposer
@@ -117,7 +118,9 @@ async def test_a_train_slot_that_is_a_held_out_instance_is_counted(bus, tmp_path
                       next_version=1)
     await pool.bucket.kv.create(slot_key(forged.slot_id), forged.SerializeToString())
     values = await _release(bus, cfg, pool, frozenset())
-    assert values == {"eval/overlap": 1.0, "env/train_instances": 3.0, "env/redrawn_instances": 0.0}
+    assert values == {"eval/overlap": 1.0, "env/train_instances": 3.0, "env/redrawn_instances": 0.0,
+                      "eval/set_digest": float(int(keys_digest(pool.held_out), 16)),
+                      "eval/set_instances": float(len(pool.held_out))}
 
 
 async def test_train_knobs_with_only_eval_instances_are_refused_at_seeding(bus, tmp_path) -> None:
@@ -167,3 +170,58 @@ async def test_a_pending_candidate_that_is_an_eval_instance_is_rejected_whatever
     assert rejected.reason.startswith("refused whatever its acc: it is a held-out or OOD instance (gym_text:")
     after = await pool.slot("gym_text/train-0000")
     assert not after.HasField("pending") and after.active.version == 0 and after.rejected == 1
+
+
+class _Writer:
+    """Test double of the environment model: answers each request with the next of ``problems``."""
+
+    name = "model:scripted"
+
+    def __init__(self, problems: list) -> None:
+        self.problems = list(problems)
+
+    async def write_code(self, parent, direction: int, acc: float, failed_answers=()):
+        return self.problems.pop(0)
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="the sandbox needs root (namespaces, per-run uids)")
+async def test_written_problems_that_are_a_held_out_problem_are_refused_and_counted(bus, tmp_path) -> None:
+    """Through the env's adaptation path (the model's rewrite → its checks → the pool): a copy of a
+    held-out problem with other spacing, its reference with other names, a paraphrase with other test
+    inputs, and a paraphrase whose tests do not show the function (so only running its reference on the
+    held-out tests finds it) are each refused with the reason and counted; a new problem is proposed."""
+    from services.env.adaptation import HELDOUT_REFUSED
+    from services.env.families.code_problems import CodeProblem
+
+    family = {"type": "code", "knobs": {"ops": 1}, "train_slots": 1, "heldout_slots": 2, "proposer": "model"}
+    cfg, pool = await _pool(bus, tmp_path, family,  # the URL is never called: the writer is scripted
+                            adaptation={"model_proposer": {"base_url": "http://127.0.0.1:9/v1"}})
+    await pool.seed(cfg, 0)
+    code = pool.family("code")
+    held = code.problem(spec_of("code", (await pool.slot("code/heldout-0001")).active))
+    f = held.reference.splitlines()[1].removeprefix("print(").removesuffix(")")  # e.g. "x * 3 + 2"
+    ints = [(f"{x}\n", f"{eval(f, {'x': x})}\n") for x in (0, 1, 7)]  # noqa: S307 - our own reference's expression
+    probes = [
+        CodeProblem("  " + held.statement.replace(" ", "  "), held.reference, held.tests, "written"),
+        CodeProblem(held.statement, held.reference.replace("x", "value"), held.tests, "written"),
+        CodeProblem("Read n and print what the chain of steps gives for it.", held.reference, tuple(ints), "written"),
+        CodeProblem("Print f(5) three times over.", held.reference,  # one input thrice: no line to fit
+                    (("5\n", f"{eval(f, {'x': 5})}\n"),) * 3, "written"),  # noqa: S307
+        CodeProblem("Print the input times 1000 plus 1.", "print(int(input()) * 1000 + 1)\n",
+                    (("1\n", "1001\n"), ("2\n", "2001\n"), ("3\n", "3001\n")), "written"),
+    ]
+    before = {c: HELDOUT_REFUSED.labels("code", c)._value.get() for c in ("key", "behaviour")}
+    adaptation = Adaptation(pool, bus, ParametricProposer(), cfg.adaptation, writer=_Writer(probes),
+                            model_families=frozenset({"code"}))
+    slot = await pool.slot("code/train-0000")
+    for i in range(len(probes)):
+        await adaptation._write_problem(TaskReport(job_id=f"r{i}/code/train-0000/v0", round=i,
+                                                   task=ref_of(slot, slot.active), group_size=4, rollouts=4,
+                                                   wins=4, acc=1.0), slot, DIRECTION_HARDER)
+    got = await events(bus, Subjects.ENV_POOL, "REPORTS", 2 * len(probes), TaskPoolEvent)
+    verdicts = [(TaskPoolEvent.Kind.Name(e.kind), e.reason) for e in got if e.kind != TaskPoolEvent.KIND_REQUESTED]
+    assert [k for k, _ in verdicts] == ["KIND_REJECTED_UNDEPLOYABLE"] * 4 + ["KIND_PROPOSED"], verdicts
+    assert all("held-out or OOD" in reason for _, reason in verdicts[:4]), verdicts
+    assert "its reference passes every test of the held-out or OOD problem code:" in verdicts[3][1]
+    after = {c: HELDOUT_REFUSED.labels("code", c)._value.get() for c in ("key", "behaviour")}
+    assert (after["key"] - before["key"], after["behaviour"] - before["behaviour"]) == (3, 1)
