@@ -10,15 +10,18 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 from services.common.bus import CONNECTION_ERRORS
 from services.common.checkpoints import Reloadable, VersionStore
 
-__all__ = ["VersionFollower", "VERSION_LAG", "SERVED_VERSION"]
+__all__ = ["VersionFollower", "VERSION_LAG", "SERVED_VERSION", "LOAD_FAILURES"]
 
 VERSION_LAG = Gauge("rla_version_lag_seconds", "Seconds from a version's announcement to serving it.", ["role"])
 SERVED_VERSION = Gauge("rla_served_version", "Model version this process serves.", ["role"])
+LOAD_FAILURES = Counter("rla_version_load_failures_total", "Announced versions this process refused because they "
+                                                          "failed to load (corrupt, mismatched, failed canary), by role.",
+                        ["role"])
 
 
 class VersionFollower:
@@ -32,10 +35,33 @@ class VersionFollower:
         self.log = log
         self.poll_s = poll_s
         """Seconds between two looks at the latest version."""
+        self.refused = -1
+        """The newest version that failed to load (-1: none): it and older ones are not tried again."""
 
     async def load_latest(self) -> bool:
-        """Load the latest version if it is newer than the served one; True when it loaded one."""
-        loaded = await self.versions.load_newer(self.role, self.model)
+        """Load the latest version if it is newer than the served one (and than the last one refused);
+        True when it loaded one.
+
+        A version that fails to load (a corrupt or mismatched checkpoint, a failed sync canary:
+        `services.common.models.canary`) is refused: logged with its reason, counted in
+        ``rla_version_load_failures_total``, and not tried again; the version served before stays
+        served, and the next newer version is tried when it is announced. Raises only what reading
+        the latest version from NATS raises (`CONNECTION_ERRORS`).
+        """
+        latest = await self.versions.latest(self.role)
+        if latest is None or latest.version <= max(self.model.model_version, self.refused):
+            return False
+        try:
+            loaded = await self.versions.load_newer(self.role, self.model)
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any load failure: refuse this version, keep the served one
+            self.refused = int(latest.version)
+            LOAD_FAILURES.labels(self.role).inc()
+            self.log.error("refused a version that failed to load; still serving the one before",
+                           extra={"role": self.role, "version": int(latest.version), "uri": latest.uri,
+                                  "serving": self.model.model_version, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            return False
         if loaded is None:
             return False
         latest, lag_s = loaded
