@@ -37,11 +37,16 @@ NATS_CONNECTED = Gauge(
                           "(nats.ping_interval_s x (nats.max_outstanding_pings + 1) at most) until it is back.")
 
 
-def start_metrics_server(host: str, port: int) -> int:
+def start_metrics_server(host: str, port: int, setting: str = "server.metrics_port") -> int:
     """Serve `/metrics` for this process's default registry on ``host:port`` (0 = free port).
 
     Returns:
         The bound port.
+    Raises:
+        ServiceFailedError: the address is in use or cannot be bound (one line naming ``setting``).
     """
+    from services.common.http_server import require_free_port
+
+    require_free_port(host, port, setting, what="metrics")
     server, _thread = start_http_server(port, addr=host)
     return int(server.server_port)

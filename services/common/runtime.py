@@ -81,7 +81,8 @@ async def run_service(service: Service) -> int:
     # The port first: a second process on a taken port stops here, before it touches NATS.
     server, grpc_port = bind_server(cfg.server.host, cfg.server.grpc_port, max_bytes,
                                     setting=f"{service.name}.server.grpc_port")
-    metrics_port = start_metrics_server(cfg.server.host, cfg.server.metrics_port)
+    metrics_port = start_metrics_server(cfg.server.host, cfg.server.metrics_port,
+                                        setting=f"{service.name}.server.metrics_port")
     bus = await EventBus.connect(service.config.nats, service.config.consumer, name=service.name,
                                  max_message_bytes=max_bytes)
     await bus.ensure_streams()

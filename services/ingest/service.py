@@ -39,7 +39,7 @@ class IngestService(Service):
         self.shell = await IngestShell.open(self.cfg, bus)
         await self.shell.sweep()  # open counts before the first request
         port = self.cfg.http_port or free_port()
-        self.http = embedded_server(build_app(self.shell), self.cfg.server.host, port)
+        self.http = embedded_server(build_app(self.shell), self.cfg.server.host, port, setting="ingest.http_port")
         self.background.append(asyncio.create_task(self.http.serve(), name="ingest-http"))
         self.background.append(asyncio.create_task(self.shell.run_sweeper(), name="ingest-sweeper"))
         self.log.info("ingest endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1/ingest",

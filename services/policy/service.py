@@ -94,7 +94,7 @@ class PolicyService(Service):
                 self.background.append(asyncio.create_task(capturer.run(bus), name="capture"))
             http = embedded_server(build_app(self.generator, self.source, capturer, keys, self.admission,
                                              self.cfg.openai_model_names),
-                                   self.cfg.server.host, port)
+                                   self.cfg.server.host, port, setting="policy.openai_port")
             self.http = http
             self.background.append(asyncio.create_task(http.serve(), name="openai-http"))
             self.log.info("openai endpoint", extra={"url": f"http://{self.cfg.server.host}:{port}/v1"})

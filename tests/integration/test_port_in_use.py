@@ -72,3 +72,30 @@ def test_a_second_env_process_on_the_same_port_exits_naming_the_address(spawn_se
 def new_connection(address: str) -> grpc.Channel:
     """A channel with its own TCP connection (gRPC channels share one per target by default)."""
     return grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+
+
+@pytest.mark.parametrize(("name", "config", "setting", "what"), [
+    ("ingest", "ingest: {http_port: PORT, tenants: {acme: {key: acme-key-0123456789}}}\n", "ingest.http_port", "HTTP"),
+    ("env", ENV.replace("env: {", "env: {server: {metrics_port: PORT}, "), "env.server.metrics_port", "metrics"),
+])
+def test_a_taken_http_or_metrics_port_stops_the_service_with_one_line_naming_it(
+        nats_server, tmp_path: Path, name: str, config: str, setting: str, what: str) -> None:
+    """Not an `OSError: [Errno 98]` traceback from a server's task: one line, the address and the setting."""
+    import socket
+
+    from services.common.nats_server import free_port
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        data = yaml.safe_load(config.replace("PORT", str(port)))
+        data["nats"] = {"url": nats_server.url}
+        data[name].setdefault("server", {})["grpc_port"] = free_port()
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        done = subprocess.run([sys.executable, "-m", f"services.{name}", "--config", str(path)],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert f"{what} address 127.0.0.1:{port} ({setting}) is in use" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
