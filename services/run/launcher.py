@@ -322,10 +322,15 @@ class Launcher:
         svc.proc.terminate()
         svc.stopping = (now, reason)
 
+    def _window(self) -> str:
+        window = self.book.policy.restart_window_s
+        return f"{window:g} s (launcher.restart.restart_window_s)" if window else "the run"
+
     def _note(self, restart: Restart) -> Restart:
         cause = f"; {restart.cause}" if restart.cause else ""
         self.console.print(f"[yellow]restarted {restart.name}[/yellow] after exit code {restart.exit_code} "
-                           f"(restart {restart.number} of {self.book.policy.max_restarts}{cause})", highlight=False)
+                           f"(restart {restart.recent} of {self.book.policy.max_restarts} within "
+                           f"{self._window()}{cause})", highlight=False)
         return restart
 
     def _raise_if_exited(self, svc: ServiceProcess, why: str = "") -> None:
@@ -374,7 +379,8 @@ class Launcher:
         for name, url in self.endpoints().items():
             self.console.print(f"{name}: {url}")
         how = ("the first exit stops everything" if not self.book.policy.enabled else
-               f"an exited process restarts (at most {self.book.policy.max_restarts} times each)")
+               f"an exited process restarts (at most {self.book.policy.max_restarts} times each within "
+               f"{self._window()})")
         self.console.print(f"[green]all services SERVING[/green] — {how}; Ctrl-C stops everything")
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:

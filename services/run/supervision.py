@@ -3,7 +3,8 @@
 Kubernetes' ``restartPolicy: Always`` with its crash-loop back-off is the model: a process that
 exits is started again after a delay that doubles with each restart (``backoff_s``, ``2 *
 backoff_s``, … capped at ``backoff_max_s``), and a process that keeps dying uses up its budget
-(``max_restarts``), after which the run stops with the process's exit code and log.
+(``max_restarts`` within ``restart_window_s``: restarts older than the window no longer count, and
+the back-off starts over), after which the run stops with the process's exit code and log.
 
 A process that runs but answers no health check (frozen: SIGSTOPped, deadlocked) counts as dead
 too, as a failing Kubernetes liveness probe does: `HealthWatch` says when, the launcher stops it
@@ -34,7 +35,9 @@ class Restart:
     exited_s: float
     restarted_s: float
     number: int
-    """1 for the process's first restart."""
+    """1 for the process's first restart (over the whole run)."""
+    recent: int = 0
+    """Its number within the restart window (what counts against ``max_restarts``)."""
     cause: str = ""
     """Why the launcher stopped it ('' when it exited on its own), e.g. no health answer for 30 s."""
 
@@ -48,24 +51,31 @@ class RestartBook:
     _exited: dict[str, tuple[int, float, str]] = field(default_factory=dict)
 
     def count(self, name: str) -> int:
-        """Restarts ``name`` has used so far."""
+        """Restarts ``name`` has used so far (over the whole run)."""
         return sum(1 for r in self.restarts if r.name == name)
+
+    def recent(self, name: str, now_s: float) -> int:
+        """Restarts of ``name`` within the last ``restart_window_s`` seconds before ``now_s`` (all of
+        them when the window is 0): what counts against ``max_restarts`` and the back-off."""
+        window = self.policy.restart_window_s
+        return sum(1 for r in self.restarts if r.name == name and (not window or r.restarted_s > now_s - window))
 
     def exited(self, name: str, exit_code: int, now_s: float, cause: str = "") -> float | None:
         """Note that ``name`` exited (``cause``: why the launcher stopped it, '' when it exited on its
         own); the monotonic time at which to start it again, or None when the policy allows no
-        restart (disabled, or its budget is used up)."""
-        if not self.policy.enabled or self.count(name) >= self.policy.max_restarts:
+        restart (disabled, or its budget within the window is used up)."""
+        _, at, _ = self._exited.get(name, (exit_code, now_s, cause))
+        recent = self.recent(name, at)
+        if not self.policy.enabled or recent >= self.policy.max_restarts:
             return None
         if name not in self._exited:
             self._exited[name] = (exit_code, now_s, cause)
-        _, at, _ = self._exited[name]
-        return at + restart_delay_s(self.count(name), self.policy.backoff_s, self.policy.backoff_max_s)
+        return at + restart_delay_s(recent, self.policy.backoff_s, self.policy.backoff_max_s)
 
     def restarted(self, name: str, now_s: float) -> Restart:
         """Record that ``name`` was started again (after `exited`)."""
         code, at, cause = self._exited.pop(name)
-        restart = Restart(name, code, at, now_s, self.count(name) + 1, cause)
+        restart = Restart(name, code, at, now_s, self.count(name) + 1, recent=self.recent(name, at) + 1, cause=cause)
         self.restarts.append(restart)
         return restart
 

@@ -106,3 +106,24 @@ def test_the_envs_release_counts_reach_the_rounds_record() -> None:
     record = progress.round(2).record(accepted_total=0.0, wall_s=1.0)
     assert (record["eval/overlap"], record["env/train_instances"], record["env/redrawn_instances"]) == (0.0, 96.0, 41.0)
     assert "eval/overlap" not in progress.round(3).record(accepted_total=0.0, wall_s=1.0)
+
+
+def test_the_budget_and_the_back_off_count_only_restarts_within_the_window() -> None:
+    """Two broker outages an hour apart: each gets the whole budget and a fresh back-off (the budget over
+    the whole run once let a second outage end the run)."""
+    book = RestartBook(RestartConfig(max_restarts=2, backoff_s=1.0, restart_window_s=600.0))
+    for t in (100.0, 110.0):  # the first outage spends the budget
+        at = book.exited("critic", 69, now_s=t)
+        assert at is not None
+        book.restarted("critic", now_s=at)
+    assert book.exited("critic", 69, now_s=500.0) is None  # a third exit inside the window stops the run
+    book = RestartBook(RestartConfig(max_restarts=2, backoff_s=1.0, restart_window_s=600.0))
+    for t in (100.0, 110.0):
+        book.restarted("critic", now_s=book.exited("critic", 69, now_s=t))
+    assert book.exited("critic", 69, now_s=3700.0) == 3701.0  # an hour later: budget and back-off anew
+    again = book.restarted("critic", now_s=3701.0)
+    assert (again.number, again.recent) == (3, 1)
+    whole_run = RestartBook(RestartConfig(max_restarts=2, restart_window_s=0))
+    for t in (100.0, 110.0):
+        whole_run.restarted("critic", now_s=whole_run.exited("critic", 69, now_s=t))
+    assert whole_run.exited("critic", 69, now_s=3700.0) is None  # 0: the whole run, as before

@@ -16,8 +16,12 @@ class RestartConfig(StrictModel):
 
     enabled: bool = Field(True, description="Restart an exited service or NATS server; false = stop everything "
                                             "at the first exit (`--fail-fast`).")
-    max_restarts: int = Field(5, ge=0, description="Restarts each process may use over the whole run; one more "
-                                                   "exit stops the run.")
+    max_restarts: int = Field(5, ge=0, description="Restarts each process may use within restart_window_s; one "
+                                                   "more exit inside the window stops the run.")
+    restart_window_s: float = Field(
+        600.0, ge=0, description="Seconds a restart counts against max_restarts and lengthens the back-off (as "
+                                 "Kubernetes resets a pod's crash-loop back-off after 10 minutes of running): two "
+                                 "broker outages an hour apart each get the whole budget. 0 = the whole run.")
     backoff_s: float = Field(1.0, ge=0, description="Seconds before the first restart; doubled for each further one.")
     backoff_max_s: float = Field(30.0, ge=0, description="Longest wait before a restart, in seconds.")
     unresponsive_s: float = Field(
