@@ -220,6 +220,8 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
         if done is None:  # the client hung up: the generation was cancelled, nobody reads this
             return _error("client closed the request", None, status=499)
         (c,) = done
+        if c.model_version is not None:  # the version that generated it, not the one served at arrival
+            head["system_fingerprint"] = f"v{c.model_version}"
         builder = content_builder(generator, sampling)
         if builder is None:
             content, entries = c.text, []
@@ -273,6 +275,8 @@ async def _start_stream(request: Request, generator: Generator, chat: list[dict[
         watcher.cancel()
         slot.close()
         return _error_response(first[0][1])
+    if pump.version is not None:  # the version generating the stream (a sync may have come since arrival)
+        head["system_fingerprint"] = f"v{pump.version}"
     include_usage = bool(req.stream_options and req.stream_options.include_usage)
     return StreamingResponse(_events(pump, first, watcher, slot, head, content_builder(generator, sampling), req.logprobs,
                                      include_usage, capture),

@@ -18,7 +18,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from services.common.models.generation import Chat, Generator, Sampling
+from services.common.models.generation import GENERATING, Chat, Generator, Sampling
 
 __all__ = ["TokenPump", "watch_disconnect"]
 
@@ -46,6 +46,8 @@ class TokenPump:
         self._arrived = asyncio.Event()
         self._ended = asyncio.Event()
         self._future: asyncio.Future | None = None
+        self.version: int | None = None
+        """The model version generating the tokens (`generation.GENERATING`), known from the first token on."""
 
     def start(self) -> None:
         """Start the generation in a worker thread (call from the event loop)."""
@@ -65,11 +67,15 @@ class TokenPump:
             with contextlib.suppress(RuntimeError):  # the loop closed: nobody reads any more
                 loop.call_soon_threadsafe(ended if final else self._arrived.set)
 
+        def on_token(_row: int, token: int, logprob: float) -> None:
+            if self.version is None:  # the backend picked its model before the first token
+                self.version = getattr(GENERATING, "version", None)
+            put(("token", token, logprob))
+
         def run() -> None:
             try:
-                c = self.generator.generate_stream(self.chat, self.sampling,
-                                                   lambda _row, token, logprob: put(("token", token, logprob)),
-                                                   self.cancel, self.seed, logprobs=self.logprobs)
+                c = self.generator.generate_stream(self.chat, self.sampling, on_token, self.cancel, self.seed,
+                                                   logprobs=self.logprobs)
             except Exception as exc:  # noqa: BLE001 - handed to the reader, who answers with it
                 put(("error", exc))
             else:

@@ -197,6 +197,12 @@ async def generate_async(generator: Generator, chats: Sequence[Chat], sampling: 
         raise
 
 
+GENERATING = threading.local()
+"""``GENERATING.version``: the model version the calling thread's current (or last) generation uses, set
+by a backend when the call picks its model, so a token callback can name the version that generates
+its tokens (a sync may swap the served model between a request's arrival and its generation)."""
+
+
 @dataclass
 class _Loaded:
     # transformers' model and tokenizer classes are dynamic (AutoModel*, fast/slow tokenizers):
@@ -272,6 +278,7 @@ class HFGenerator(Generator):
         ``on_token_logprobs`` is False (NaN then: the per-step log-softmax is skipped)."""
         check_seeds(chats, seeds)
         loaded = self._loaded
+        GENERATING.version = loaded.version
         tok = loaded.tokenizer
         prompts = [self.encode_chat(c) for c in chats]
         if not prompts:

@@ -51,6 +51,7 @@ from services.common.models.generation import (
     Chat,
     Completion,
     GenerationCancelled,
+    GENERATING,
     Generator,
     OnToken,
     Sampling,
@@ -347,6 +348,7 @@ class VLLMGenerator(Generator):
         acquire_unless_cancelled(self._lock, cancel)
         try:
             version = self.model_version
+            GENERATING.version = version
             request_id = f"rla-stream-{next(self._stream_ids)}"
             engine.add_request(request_id, TokensPrompt(prompt_token_ids=prompt), params, lora_request=self.adapter)
             done = False
