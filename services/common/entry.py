@@ -19,6 +19,7 @@ import typer
 from services.common.config import load_config
 from services.common.errors import ConfigError, ServiceFailedError
 from services.common.logs import configure_logging
+from services.common.parent_watch import watch_parent
 from services.common.task_stop import STOP_TASKS_S, cancel_until_done
 
 __all__ = ["service_main"]
@@ -53,6 +54,7 @@ def service_main(name: str, factory: str) -> None:
             typer.echo(f"{name}: config error: {exc}", err=True)
             raise typer.Exit(2) from None
         configure_logging(name, getattr(run_config, name).log_level)
+        watch_parent()  # started by a launcher (RLA_PARENT_PID): stop when it is gone
         if int(os.environ.get("LOCAL_RANK", "0") or 0) > 0:
             # torchrun's further processes on a node: the node's first process owns the configured ports
             server = getattr(run_config, name).server

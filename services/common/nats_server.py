@@ -6,11 +6,9 @@ Used by `rlanything up` and by the integration-test fixtures, so both run the sa
 
 from __future__ import annotations
 
-import ctypes
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,25 +19,11 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.common.parent_watch import wrap_command
 from services.common.config.base import MAX_MESSAGE_BYTES
 from services.common.errors import ServiceFailedError
 
-__all__ = ["NatsServer", "NatsCluster", "ClusterRoutes", "free_port", "find_nats_server", "die_with_parent"]
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """`preexec_fn` for child processes (Linux): SIGTERM the child when its parent dies.
-
-    Children also run in their own session, so a terminal's Ctrl-C reaches only the parent,
-    which then stops them in order (services first, NATS last).
-    """
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
+__all__ = ["NatsServer", "NatsCluster", "ClusterRoutes", "free_port", "find_nats_server"]
 
 _PORT_FLOOR = 20000
 """Lowest port `free_port` hands out (below it sit many well-known service ports)."""
@@ -172,8 +156,9 @@ class NatsServer:
                "-sd", str(self.store_dir)]
         if self.monitor_port:
             cmd += ["-m", str(self.monitor_port)]
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=die_with_parent)
+        # through the exec wrapper (same pid): it dies with this process, and no preexec_fn forks
+        self.proc = subprocess.Popen(wrap_command(cmd), stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
         self._cmd = cmd
 
     def start(self, timeout_s: float = 10.0) -> "NatsServer":

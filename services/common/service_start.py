@@ -18,7 +18,7 @@ from pathlib import Path
 
 from services.common.errors import ServiceFailedError
 from services.common.grpc_runtime import check_health_sync
-from services.common.nats_server import die_with_parent
+from services.common.parent_watch import child_env
 
 __all__ = ["Started", "exited_error", "start_service", "wait_serving"]
 
@@ -30,11 +30,13 @@ def start_service(module: str, config_path: Path, log_path: Path, detached: bool
     """Start ``python -m services.<module> --config config_path``, output appended to ``log_path``.
 
     ``detached``: in its own session (a terminal's Ctrl-C reaches only the parent) and SIGTERMed
-    when the parent dies (`die_with_parent`), as the launcher runs its services.
+    when this process exits (the service watches it: `parent_watch`), as the launcher runs its
+    services. No `preexec_fn`: the child is spawned without ``fork()``, so gRPC's fork handlers never
+    run (one hung a run's launcher).
     """
     return subprocess.Popen([sys.executable, "-m", f"services.{module}", "--config", str(config_path)],
                             stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=detached, preexec_fn=die_with_parent if detached else None)
+                            start_new_session=detached, env=child_env() if detached else None)
 
 
 @dataclass(frozen=True)

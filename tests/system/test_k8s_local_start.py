@@ -31,7 +31,8 @@ import yaml
 
 from services.common.config import SERVICE_NAMES
 from services.common.grpc_runtime import check_health_sync
-from services.common.nats_server import die_with_parent, find_nats_server, free_port
+from services.common.nats_server import find_nats_server, free_port
+from services.common.parent_watch import child_env
 from tests.k8s.kube import (
     ROLES,
     ROOT,
@@ -186,10 +187,10 @@ class LocalPod:
     # -- process control --
 
     def start(self) -> "LocalPod":
-        env = {**os.environ, **self.env}
+        env = child_env({**os.environ, **self.env})  # it ends with the test process (`parent_watch`)
         self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                      stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=die_with_parent)
+                                     start_new_session=True)
         return self
 
     def ready(self) -> bool:
