@@ -11,7 +11,9 @@ OpenAI ``api_key`` (``Authorization: Bearer <key>``):
 | ``X-RLA-Consent`` | comma-separated: ``training`` (required for capture), ``tasks`` (failures may become tasks) |
 
 The response says what happened in ``X-RLA-Capture``: ``queued``, ``off`` (no episode header, or
-capture disabled), or ``rejected:<reason>`` (``unknown_tenant``, ``no_consent``, ``queue_full``).
+capture disabled), or ``rejected:<reason>`` (``unknown_tenant``, ``no_consent``, ``queue_full``, ``top_p``:
+a request sampled with ``top_p`` < 1 is answered but not captured, since the log-probs a capture
+carries for training are those of the untruncated distribution, not of the one it was sampled from).
 Capture never delays or fails the answer: the redaction and the publish run in a background task
 behind a bounded queue; a full queue drops the capture and counts it. A malformed
 ``X-RLA-Episode`` is the one capture error the caller sees (400): a conversation is never

@@ -181,6 +181,8 @@ def build_app(generator: Generator, model_name: str, capturer: Capturer | None =
             ticket, capture_state = capture_ticket(request.headers, capturer is not None, keys)
         except CaptureHeaderError as exc:
             return _error(str(exc), exc.param)
+        if ticket is not None and req.top_p < 1:  # its behaviour log-probs would not be the sampled distribution's
+            ticket, capture_state = None, "rejected:top_p"
         if capture_state.startswith("rejected:"):
             CAPTURES.labels(capture_state.replace(":", "_")).inc()
         if req.top_logprobs:

@@ -51,6 +51,10 @@ async def test_captured_completions_are_redacted_and_never_change_the_answer(
     assert captured.headers["x-rla-capture"] == "queued"
     assert captured.parse().choices[0].message.content == plain.parse().choices[0].message.content
     assert ask(**{"X-RLA-Episode": "conv-2"}).headers["x-rla-capture"] == "rejected:no_consent"
+    nucleus = client.chat.completions.with_raw_response.create(  # answered, but its log-probs are not the
+        model="policy", messages=CHAT, temperature=0.8, top_p=0.9, max_tokens=4,  # sampled distribution's
+        extra_headers={"X-RLA-Episode": "conv-3", "X-RLA-Consent": "training"})
+    assert nucleus.headers["x-rla-capture"] == "rejected:top_p" and nucleus.parse().choices
     other = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0)
     raw = other.chat.completions.with_raw_response.create(
         model="policy", messages=CHAT, max_tokens=2, extra_headers={"X-RLA-Episode": "c", "X-RLA-Consent": "training"})
