@@ -324,13 +324,13 @@ class Launcher:
 
     def _window(self) -> str:
         window = self.book.policy.restart_window_s
-        return f"{window:g} s (launcher.restart.restart_window_s)" if window else "the run"
+        return f"{window:g} s" if window else "the run"  # launcher.restart.restart_window_s
 
     def _note(self, restart: Restart) -> Restart:
         cause = f"; {restart.cause}" if restart.cause else ""
         self.console.print(f"[yellow]restarted {restart.name}[/yellow] after exit code {restart.exit_code} "
                            f"(restart {restart.recent} of {self.book.policy.max_restarts} within "
-                           f"{self._window()}{cause})", highlight=False)
+                           f"{self._window()}{cause})", highlight=False, soft_wrap=True)
         return restart
 
     def _raise_if_exited(self, svc: ServiceProcess, why: str = "") -> None:
